@@ -1,0 +1,31 @@
+# distcheck: `make check-local` (the main job) and `make test` (the tests).
+# Both create .venv when missing and install the package with all extras, pinned by constraints.txt.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.distcheck-installed
+PYTEST_ARGS ?=
+CHECK_ARGS ?=
+
+.PHONY: install test check-local lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[all]'
+	touch $(STAMP)
+
+# pytest exits 5 when it collects no test: that is not a failure; every other status is.
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; if [ $$status -eq 5 ]; then status=0; fi; exit $$status
+
+check-local: $(STAMP)
+	$(PY) -m distcheck.demo $(CHECK_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check distcheck tests benchmarks cluster
+	$(VENV)/bin/ruff format --check distcheck tests benchmarks cluster
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,148 @@
+"""The public API: gradcheck and gradgradcheck, with torch.autograd's signatures and defaults,
+plus a keyword-only ``executor``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from distcheck.check import as_tuple, run_check
+from distcheck.engines import engine_for
+from distcheck.errors import GradcheckError
+from distcheck.executors import resolve
+from distcheck.options import CheckOptions
+
+_NOT_YET = {
+    "fast_mode": "fast mode",
+    "check_forward_ad": "forward-mode AD checks",
+    "check_batched_grad": "batched gradient checks",
+    "check_batched_forward_grad": "batched forward-gradient checks",
+    "masked": "masked (sparse) checks",
+}
+
+
+def _refuse_unbuilt(**flags: Any) -> None:
+    for name, value in flags.items():
+        if value:
+            raise NotImplementedError(f"distcheck does not implement {_NOT_YET.get(name, name)} ({name}=True) yet")
+
+
+def gradcheck(
+    func: Callable[..., Any],
+    inputs: Any,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_batched_forward_grad: bool = False,
+    check_forward_ad: bool = False,
+    check_backward_ad: bool = True,
+    fast_mode: bool = False,
+    masked: bool | None = None,
+    executor: Any = None,
+) -> bool:
+    """Check the gradients of ``func`` at ``inputs`` against finite differences.
+
+    Same signature, defaults and verdicts as ``torch.autograd.gradcheck``: returns True;
+    on failure raises :class:`distcheck.GradcheckError` (a RuntimeError; for torch functions
+    also torch's own GradcheckError), or returns False if ``raise_exception=False``.
+
+    ``executor``: None (the ``DISTCHECK_EXECUTOR`` environment variable, else serial
+    in-process), ``"serial"``, ``"ray"``, or an executor object. The executor changes where the
+    work runs, never a number.
+    """
+    options = CheckOptions(
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        nondet_tol=nondet_tol,
+        check_undefined_grad=check_undefined_grad,
+        check_grad_dtypes=check_grad_dtypes,
+        check_batched_grad=check_batched_grad,
+        check_batched_forward_grad=check_batched_forward_grad,
+        check_forward_ad=check_forward_ad,
+        check_backward_ad=check_backward_ad,
+        fast_mode=fast_mode,
+        masked=masked,
+    )
+    _refuse_unbuilt(
+        fast_mode=fast_mode,
+        check_forward_ad=check_forward_ad,
+        check_batched_grad=check_batched_grad,
+        check_batched_forward_grad=check_batched_forward_grad,
+        masked=masked,
+    )
+    try:
+        run_check(func, inputs, options, resolve(executor))
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+    return True
+
+
+def gradgradcheck(
+    func: Callable[..., Any],
+    inputs: Any,
+    grad_outputs: Any = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_fwd_over_rev: bool = False,
+    check_rev_over_rev: bool = True,
+    fast_mode: bool = False,
+    masked: bool = False,
+    executor: Any = None,
+) -> bool:
+    """Check second derivatives: gradcheck of ``(inputs, grad_outputs) -> grads``.
+
+    Same signature, defaults and verdicts as ``torch.autograd.gradgradcheck``. Random
+    grad-outputs (uniform in [-1, 1], from the engine's global RNG) are made when none are given.
+    """
+    if not (check_fwd_over_rev or check_rev_over_rev):
+        raise AssertionError("Expected at least one of check_fwd_over_rev or check_rev_over_rev to be True")
+    if check_undefined_grad and not check_rev_over_rev:
+        raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to be True")
+    if check_batched_grad and not check_rev_over_rev:
+        raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be True")
+    _refuse_unbuilt(
+        fast_mode=fast_mode,
+        check_fwd_over_rev=check_fwd_over_rev,
+        check_batched_grad=check_batched_grad,
+        gen_non_contig_grad_outputs=gen_non_contig_grad_outputs and grad_outputs is None,
+        masked=masked,
+    )
+    tupled = as_tuple(inputs)
+    engine = engine_for(func, tupled)
+    if grad_outputs is None:
+        grad_outputs = engine.default_grad_outputs(func, tupled, gen_non_contig_grad_outputs)
+    derived, derived_inputs = engine.grad_function(func, tupled, as_tuple(grad_outputs))
+    return gradcheck(
+        derived,
+        derived_inputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
+        check_undefined_grad=check_undefined_grad,
+        check_grad_dtypes=check_grad_dtypes,
+        check_batched_grad=check_batched_grad,
+        fast_mode=fast_mode,
+        check_forward_ad=check_fwd_over_rev,
+        check_backward_ad=check_rev_over_rev,
+        masked=masked,
+        executor=executor,
+    )

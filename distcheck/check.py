@@ -1,0 +1,123 @@
+"""One gradient check, end to end: validate → plan → execute → reduce."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from distcheck.engines import Engine, TensorInfo, engine_for
+from distcheck.executors import Executor
+from distcheck.options import CheckOptions
+from distcheck.plan.planner import Costs, Plan, plan_gradcheck
+from distcheck.reduce.reducer import reduce
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def as_tuple(x: Any) -> tuple:
+    if isinstance(x, tuple):
+        return x
+    if isinstance(x, list):
+        return tuple(x)
+    return (x,)
+
+
+def _user_stacklevel() -> int:
+    """warnings.warn stacklevel of the first caller outside distcheck."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def validate_inputs(engine: Engine, func: Callable, inputs: tuple) -> list[TensorInfo | None]:
+    """The reference's input checks: something requires grad, no stride-0 (overlapping) input;
+    a warning for inputs that are not double precision."""
+    infos: list[TensorInfo | None] = []
+    any_requires_grad = False
+    for idx, value in enumerate(inputs):
+        info = engine.info(value, func, idx) if engine.is_tensor(value) else None
+        infos.append(info)
+        if info is None or not info.requires_grad:
+            continue
+        if not info.is_double:
+            warnings.warn(
+                f"Input #{idx} requires gradient and is not a double precision floating point or complex. "
+                "This check will likely fail if all the inputs are not of double precision floating point "
+                "or complex. ",
+                stacklevel=_user_stacklevel(),
+            )
+        if info.overlapping:
+            raise RuntimeError(
+                f"The {idx}th input has a dimension with stride 0. gradcheck only supports inputs that are "
+                "non-overlapping to be able to compute the numerical gradients correctly. You should call "
+                ".contiguous on the input before passing it to gradcheck."
+            )
+        any_requires_grad = True
+    if not any_requires_grad:
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but none of them have requires_grad=True."
+        )
+    return infos
+
+
+def describe_outputs(engine: Engine, outputs: tuple) -> list[TensorInfo | None]:
+    infos: list[TensorInfo | None] = []
+    for k, o in enumerate(outputs):
+        if not engine.is_tensor(o):
+            raise TypeError(
+                f"gradcheck: func must return a tensor or a tuple of tensors, but output {k} is a {type(o).__name__}"
+            )
+        infos.append(engine.info(o))
+    engine.check_outputs(outputs)
+    return infos
+
+
+def _measure_costs(engine: Engine, func: Callable, inputs: tuple, output_infos, input_infos) -> Costs:
+    """Time one evaluation and one backward pass on the driver, for the chunking policy."""
+    start = time.perf_counter()
+    engine.call(func, inputs)
+    evaluation = time.perf_counter() - start
+    backward = evaluation
+    diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
+    diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
+    if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
+        vjp = engine.vjp_rows(func, inputs, diff_outputs[0], diff_inputs)
+        start = time.perf_counter()
+        vjp(0)
+        backward = time.perf_counter() - start
+    return Costs(evaluation, backward)
+
+
+def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Executor) -> tuple[Engine, Plan]:
+    """Validate a check and plan it for ``executor``."""
+    tupled = as_tuple(inputs)
+    engine = engine_for(func, tupled)
+    input_infos = validate_inputs(engine, func, tupled)
+    output_infos = describe_outputs(engine, engine.call(func, tupled))
+    plan = plan_gradcheck(
+        engine,
+        func,
+        tupled,
+        input_infos,
+        output_infos,
+        options,
+        policy=executor.policy,
+        costs=lambda: _measure_costs(engine, func, tupled, output_infos, input_infos),
+    )
+    return engine, plan
+
+
+def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Executor) -> None:
+    """Run one gradient check; returns if it passes, raises the first failure otherwise."""
+    engine, plan = plan_check(func, inputs, options, executor)
+    results = executor.submit(plan.subject, plan.units)
+    try:
+        reduce(plan, results, options, engine)
+    finally:
+        results.close()

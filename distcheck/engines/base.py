@@ -1,0 +1,92 @@
+"""The engine interface: what the checker needs from an autodiff engine.
+
+An engine adapts one array library (PyTorch, numpy with hand-written VJPs, tensorplay) to the
+checker. The checker itself only sees numpy arrays and :class:`TensorInfo` records; every call
+that touches engine tensors or runs engine autodiff goes through these methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from distcheck.numerics.finite_differences import Evaluate
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What the planner and reducer know of one input or output tensor."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype  # numpy dtype of the values as the checker sees them
+    dtype_name: str  # the engine's own name, for messages ("float64", "torch.float32", ...)
+    is_complex: bool
+    is_floating: bool
+    requires_grad: bool
+    is_double: bool = False  # float64 / complex128: what gradcheck's defaults are designed for
+    overlapping: bool = False  # some dimension of size > 1 has stride 0
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def is_float_or_complex(self) -> bool:
+        return self.is_floating or self.is_complex
+
+
+class Engine(Protocol):
+    """One autodiff engine. Implementations are stateless and picklable by name."""
+
+    name: str
+    error_class: type[Exception]  # GradcheckError subclass raised for this engine's checks
+
+    def owns(self, value: Any) -> bool:
+        """True if ``value`` is a tensor of this engine."""
+
+    def is_tensor(self, value: Any) -> bool: ...
+
+    def info(self, value: Any, func: Callable | None = None, position: int | None = None) -> TensorInfo:
+        """Describe a tensor; ``func``/``position`` give the context for ``requires_grad``."""
+
+    def check_outputs(self, outputs: tuple) -> None:
+        """Reject outputs the checker cannot handle (e.g. sparse) with a clear error."""
+
+    def call(self, func: Callable, inputs: tuple) -> tuple:
+        """Evaluate ``func(*inputs)`` with gradients recorded; the outputs as a tuple."""
+
+    def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
+        """``func`` with ``real`` or ``imag`` applied to its complex outputs (picklable)."""
+
+    def threads(self, n: int) -> AbstractContextManager:
+        """Run the engine's math on ``n`` intra-op threads inside the context."""
+
+    def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]) -> Evaluate:
+        """evaluate(k, delta): outputs (numpy copies, only where ``outputs[o]``) of ``func``
+        with flat element k of ``inputs[position]`` replaced by ``x[k] + delta``; the input is
+        restored afterwards."""
+
+    def vjp_rows(
+        self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]
+    ) -> Callable[[int], list[np.ndarray | None]]:
+        """vjp(j): the gradients of ``outputs[output_position]`` with a one-hot grad-output at
+        flat element j, one per differentiable input (None where unused)."""
+
+    def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
+        """Raise ``error_class`` unless zero grad-outputs give zero grads of the right kind."""
+
+    def check_undefined_grad(self, func: Callable, inputs: tuple) -> None:
+        """Raise ``error_class`` unless backward accepts undefined (None) grad-outputs."""
+
+    def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
+        """gradgradcheck's derived function ``(inputs, grad_outputs) -> grads`` and its inputs."""
+
+    def default_grad_outputs(self, func: Callable, inputs: tuple, noncontiguous: bool) -> tuple:
+        """Random grad-outputs in [-1, 1] for gradgradcheck, one per differentiable output."""
+
+    def format_block(self, block: np.ndarray) -> str:
+        """A Jacobian block as the engine prints tensors."""

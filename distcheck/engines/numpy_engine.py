@@ -1,0 +1,277 @@
+"""numpy engine: functions on numpy arrays with hand-written VJPs (and optionally JVPs).
+
+A checked function is a :class:`NumpyFunction`::
+
+    f = distcheck.numpy_function(fun, vjp=vjp, jvp=jvp)
+
+- ``fun(*inputs)`` returns an array or a tuple of arrays;
+- ``vjp(*inputs, *grad_outputs)`` returns one gradient per differentiable input (None for
+  zero); it gets one grad-output per float/complex output, and must accept None there
+  (an undefined grad-output, to be treated as zeros);
+- ``jvp(*inputs, *tangents)`` (optional) returns one tangent per float/complex output.
+
+Differentiable inputs are the float/complex arrays (or those listed in ``argnums``).
+Complex numbers follow PyTorch's convention: for a real loss L of z = x + iy, the gradient
+is dL/dx + i·dL/dy. For gradgradcheck the VJP must itself be a ``numpy_function`` (a
+function of ``(*inputs, *grad_outputs)`` with its own VJP): the check recurses on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from distcheck.engines.base import TensorInfo
+from distcheck.errors import EngineCapabilityError, GradcheckError
+
+
+@dataclass(frozen=True)
+class NumpyFunction:
+    """A numpy function with its hand-written derivatives. Build it with :func:`numpy_function`."""
+
+    fun: Callable[..., Any]
+    vjp: Callable[..., Any] | None = None
+    jvp: Callable[..., Any] | None = None
+    argnums: tuple[int, ...] | None = None
+
+    def __call__(self, *inputs):
+        return self.fun(*inputs)
+
+    def differentiable(self, position: int, value: Any) -> bool:
+        floating = isinstance(value, np.ndarray) and value.dtype.kind in "fc"
+        return floating and (self.argnums is None or position in self.argnums)
+
+
+def numpy_function(
+    fun: Callable[..., Any],
+    vjp: Callable[..., Any] | None = None,
+    *,
+    jvp: Callable[..., Any] | None = None,
+    argnums: Sequence[int] | None = None,
+) -> NumpyFunction:
+    """Wrap a numpy function and its hand-written VJP (and JVP) for distcheck's checks."""
+    if not callable(fun):
+        raise TypeError(f"numpy_function: fun must be callable, got {type(fun).__name__}")
+    for name, d in (("vjp", vjp), ("jvp", jvp)):
+        if d is not None and not callable(d):
+            raise TypeError(f"numpy_function: {name} must be callable, got {type(d).__name__}")
+    return NumpyFunction(fun, vjp, jvp, None if argnums is None else tuple(int(a) for a in argnums))
+
+
+def _as_tuple(x) -> tuple:
+    if isinstance(x, tuple):
+        return x
+    if isinstance(x, list):
+        return tuple(x)
+    return (x,)
+
+
+def _is_float_or_complex(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype.kind in "fc"
+
+
+def _require(func: Any) -> NumpyFunction:
+    if not isinstance(func, NumpyFunction):
+        raise TypeError(
+            "numpy inputs need a function with hand-written derivatives: wrap it as "
+            "distcheck.numpy_function(fun, vjp=...) (got a plain "
+            f"{type(func).__name__})"
+        )
+    return func
+
+
+@dataclass(frozen=True)
+class _OutputPart:
+    """The real or imaginary part of a NumpyFunction's complex outputs."""
+
+    func: NumpyFunction
+    part: str
+
+    def __call__(self, *inputs):
+        take = np.real if self.part == "real" else np.imag
+        return tuple(take(o) if np.iscomplexobj(o) else o for o in _outputs(self.func, inputs))
+
+
+@dataclass(frozen=True)
+class _OutputPartVJP:
+    """VJP of :class:`_OutputPart`: for L = sum(g·Im z) the grad-output of z is 1j·g
+    (PyTorch's convention); for Re z it is g."""
+
+    func: NumpyFunction
+    part: str
+    n_inputs: int
+
+    def __call__(self, *args):
+        inputs, grad_outputs = args[: self.n_inputs], args[self.n_inputs :]
+        originals = [o for o in _outputs(self.func, inputs) if _is_float_or_complex(o)]
+        scaled = tuple(
+            g if g is None or self.part == "real" or not np.iscomplexobj(o) else 1j * g
+            for g, o in zip(grad_outputs, originals)
+        )
+        return self.func.vjp(*inputs, *scaled)
+
+
+def _outputs(func: NumpyFunction, inputs: tuple) -> tuple:
+    return tuple(
+        np.asarray(o) if np.isscalar(o) or isinstance(o, np.generic) else o for o in _as_tuple(func.fun(*inputs))
+    )
+
+
+def _grads(func: NumpyFunction, inputs: tuple, grad_outputs: Sequence, n_diff: int) -> list[np.ndarray | None]:
+    if func.vjp is None:
+        raise EngineCapabilityError("this numpy_function has no vjp: backward-mode checks need one")
+    grads = _as_tuple(func.vjp(*inputs, *grad_outputs))
+    if len(grads) != n_diff:
+        raise GradcheckError(
+            f"the vjp returned {len(grads)} gradients, expected one per differentiable input ({n_diff})"
+        )
+    return [None if g is None else np.asarray(g) for g in grads]
+
+
+class NumpyEngine:
+    name = "numpy"
+    error_class = GradcheckError
+
+    def owns(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
+    is_tensor = owns
+
+    def info(self, value: np.ndarray, func: Any = None, position: int | None = None) -> TensorInfo:
+        fn = _require(func) if func is not None else None
+        requires_grad = fn.differentiable(position, value) if fn is not None else _is_float_or_complex(value)
+        return TensorInfo(
+            shape=tuple(value.shape),
+            dtype=value.dtype,
+            dtype_name=str(value.dtype),
+            is_complex=value.dtype.kind == "c",
+            is_floating=value.dtype.kind == "f",
+            requires_grad=requires_grad,
+            is_double=value.dtype in (np.float64, np.complex128),
+            overlapping=any(st == 0 and sz > 1 for st, sz in zip(value.strides, value.shape)),
+        )
+
+    def check_outputs(self, outputs: tuple) -> None:
+        pass  # every ndarray output can be checked
+
+    def call(self, func: Any, inputs: tuple) -> tuple:
+        return _outputs(_require(func), inputs)
+
+    def threads(self, n: int) -> nullcontext:
+        return nullcontext()  # numpy's element-wise math here is single-threaded already
+
+    def output_part(self, func: Any, part: str, n_inputs: int) -> NumpyFunction:
+        fn = _require(func)
+        vjp = None if fn.vjp is None else _OutputPartVJP(fn, part, n_inputs)
+        return NumpyFunction(_OutputPart(fn, part), vjp, None, fn.argnums)
+
+    def _diff_positions(self, func: NumpyFunction, inputs: tuple) -> list[int]:
+        return [i for i, x in enumerate(inputs) if func.differentiable(i, x)]
+
+    def perturbed_evaluator(self, func: Any, inputs: tuple, position: int, outputs: Sequence[bool]):
+        fn = _require(func)
+        inputs = list(inputs)
+        x = inputs[position] = np.array(inputs[position], copy=True)
+        shape = x.shape
+
+        def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
+            index = np.unravel_index(k, shape) if shape else ()
+            original = x[index].copy()
+            x[index] = original + delta
+            try:  # copy the outputs before restoring: an output may be a view of the input
+                return [
+                    np.array(o, copy=True) if want else None for o, want in zip(_outputs(fn, tuple(inputs)), outputs)
+                ]
+            finally:
+                x[index] = original
+
+        return evaluate
+
+    def vjp_rows(self, func: Any, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
+        fn = _require(func)
+        outputs = _outputs(fn, inputs)
+        differentiable = [i for i, o in enumerate(outputs) if _is_float_or_complex(o)]
+        target = differentiable.index(output_position)
+
+        def vjp(j: int) -> list[np.ndarray | None]:
+            grad_outputs = [np.zeros_like(outputs[i]) for i in differentiable]
+            grad_outputs[target].reshape(-1)[j] = 1.0
+            return _grads(fn, inputs, grad_outputs, len(diff_positions))
+
+        return vjp
+
+    def check_zero_grad_output(self, func: Any, inputs: tuple, masked: bool) -> None:
+        fn = _require(func)
+        positions = self._diff_positions(fn, inputs)
+        outputs = [o for o in _outputs(fn, inputs) if _is_float_or_complex(o)]
+        grads = _grads(fn, inputs, [np.zeros_like(o) for o in outputs], len(positions))
+        for k, (g, p) in enumerate(zip(grads, positions)):
+            if g is None:
+                continue
+            if np.any(g != 0):
+                raise GradcheckError(
+                    f"backward not multiplied by grad_output: a zero grad_output gave a nonzero "
+                    f"gradient for differentiable input {k}"
+                )
+            if g.dtype != inputs[p].dtype:
+                raise GradcheckError(f"grad is incorrect type ({g.dtype} for an input of {inputs[p].dtype})")
+            if g.shape != inputs[p].shape:
+                raise GradcheckError(f"grad is incorrect size ({g.shape} for an input of {inputs[p].shape})")
+
+    def check_undefined_grad(self, func: Any, inputs: tuple) -> None:
+        fn = _require(func)
+        positions = self._diff_positions(fn, inputs)
+        outputs = [o for o in _outputs(fn, inputs) if _is_float_or_complex(o)]
+        cases = [("all output grads undefined", [None] * len(outputs))]
+        if len(outputs) > 1:
+            for k in range(len(outputs)):
+                grads = [np.zeros_like(o) for o in outputs]
+                grads[k] = None
+                cases.append((f"the grad of output {k} undefined", grads))
+        for label, grad_outputs in cases:
+            try:
+                grads = _grads(fn, inputs, grad_outputs, len(positions))
+            except GradcheckError:
+                raise
+            except Exception as e:
+                raise GradcheckError(
+                    "Expected the vjp to handle undefined (None) output grads as zeros "
+                    f"(it raised, with {label}: {type(e).__name__}: {e})"
+                ) from e
+            for k, g in enumerate(grads):
+                if g is not None and np.any(g != 0):
+                    raise GradcheckError(
+                        "Expected all input grads to be undefined or zero when all output grads are "
+                        f"undefined or zero (nonzero grad for differentiable input {k}, with {label})"
+                    )
+
+    def grad_function(self, func: Any, inputs: tuple, grad_outputs: tuple) -> tuple[Any, tuple]:
+        fn = _require(func)
+        if not isinstance(fn.vjp, NumpyFunction):
+            raise EngineCapabilityError(
+                "gradgradcheck of a numpy function needs its vjp to be a distcheck.numpy_function "
+                "of (*inputs, *grad_outputs) with a vjp of its own"
+            )
+        return fn.vjp, tuple(inputs) + tuple(grad_outputs)
+
+    def default_grad_outputs(self, func: Any, inputs: tuple, noncontiguous: bool) -> tuple:
+        outputs = [o for o in _outputs(_require(func), inputs) if _is_float_or_complex(o)]
+        made = []
+        for o in outputs:
+            values = np.random.uniform(-1, 1, size=o.shape)
+            if o.dtype.kind == "c":
+                values = values + 1j * np.random.uniform(-1, 1, size=o.shape)
+            g = values.astype(o.dtype)
+            if noncontiguous and g.size > 1:
+                wide = np.zeros(g.shape[:-1] + (2 * g.shape[-1],), dtype=g.dtype) if g.ndim else g
+                wide[..., ::2] = g
+                g = wide[..., ::2]
+            made.append(g)
+        return tuple(made)
+
+    def format_block(self, block: np.ndarray) -> str:
+        return np.array2string(block, threshold=1000, edgeitems=3)

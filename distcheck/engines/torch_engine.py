@@ -1,0 +1,295 @@
+"""PyTorch engine: torch tensors, torch.autograd for VJPs."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from distcheck.engines.base import TensorInfo
+from distcheck.errors import GradcheckError
+
+_NUMPY_DTYPES = {
+    torch.bfloat16: np.float32,  # numpy has no bfloat16: checked at float32
+    torch.complex32: np.complex64,
+}
+
+
+_TorchGradcheckError = importlib.import_module("torch.autograd.gradcheck").GradcheckError
+
+
+class TorchGradcheckError(GradcheckError, _TorchGradcheckError):
+    """A failed check of a torch function: catchable as either library's GradcheckError."""
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A numpy copy of a tensor's values (dense, conjugation resolved)."""
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    t = t.resolve_conj().resolve_neg().cpu()
+    if t.dtype in _NUMPY_DTYPES:
+        t = t.to({torch.bfloat16: torch.float32, torch.complex32: torch.complex64}[t.dtype])
+    return np.array(t.numpy(), copy=True)
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    if dtype in _NUMPY_DTYPES:
+        return np.dtype(_NUMPY_DTYPES[dtype])
+    return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+
+
+def _is_float_or_complex(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+def _values(t: torch.Tensor) -> torch.Tensor:
+    if t.layout == torch.sparse_coo:
+        return t._values()
+    if t.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        return t.values()
+    return t
+
+
+def _differentiable(outputs: tuple) -> tuple:
+    return tuple(o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad)
+
+
+class ComplexOutputPart:
+    """``func`` with torch.real or torch.imag applied to its complex outputs."""
+
+    def __init__(self, func: Callable, part: str):
+        self.func, self.part = func, part
+
+    def __call__(self, *inputs):
+        take = torch.real if self.part == "real" else torch.imag
+        return tuple(
+            take(o) if isinstance(o, torch.Tensor) and o.is_complex() else o for o in _as_tuple(self.func(*inputs))
+        )
+
+
+class GradOfOutputs:
+    """gradgradcheck's function: ``(*inputs, *grad_outputs) -> d(outputs)/d(inputs)·grad_outputs``.
+
+    The gradients are built with ``create_graph=True`` so that they can be differentiated
+    again; unused inputs (None gradients) are left out, as torch's gradgradcheck does.
+    """
+
+    def __init__(self, func: Callable, n_inputs: int, diff_inputs: frozenset, diff_grad_outputs: frozenset):
+        self.func, self.n_inputs = func, n_inputs
+        self.diff_inputs, self.diff_grad_outputs = diff_inputs, diff_grad_outputs
+
+    def __call__(self, *args):
+        inputs = tuple(x.requires_grad_() if i in self.diff_inputs else x for i, x in enumerate(args[: self.n_inputs]))
+        outputs = _differentiable(_as_tuple(self.func(*inputs)))
+        grad_outputs = tuple(
+            x.requires_grad_() if i in self.diff_grad_outputs else x for i, x in enumerate(args[self.n_inputs :])
+        )
+        wrt = tuple(x for i, x in enumerate(inputs) if i in self.diff_inputs)
+        grads = torch.autograd.grad(outputs, wrt, grad_outputs, create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+
+def _as_tuple(x) -> tuple:
+    if isinstance(x, tuple):
+        return x
+    if isinstance(x, list):
+        return tuple(x)
+    return (x,)
+
+
+class TorchEngine:
+    name = "torch"
+    error_class = TorchGradcheckError
+
+    def owns(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor)
+
+    is_tensor = owns
+
+    def info(self, value: torch.Tensor, func: Callable | None = None, position: int | None = None) -> TensorInfo:
+        values = _values(value)
+        overlapping = False
+        if value.layout != torch._mkldnn:
+            overlapping = not all(st > 0 or sz <= 1 for st, sz in zip(values.stride(), values.size()))
+        return TensorInfo(
+            shape=tuple(value.shape),
+            dtype=numpy_dtype(value.dtype),
+            dtype_name=str(value.dtype),
+            is_complex=value.is_complex(),
+            is_floating=value.is_floating_point(),
+            requires_grad=value.requires_grad,
+            is_double=value.dtype in (torch.float64, torch.complex128),
+            overlapping=overlapping,
+        )
+
+    def check_outputs(self, outputs: tuple) -> None:
+        if any(o.layout not in (torch.strided, torch._mkldnn) for o in outputs):
+            raise ValueError(
+                "Sparse output is not supported at gradcheck yet. "
+                "Please call to_dense(masked_grad=...) on the output of fn for gradcheck."
+            )
+        if any(o.layout == torch._mkldnn for o in outputs):
+            raise ValueError(
+                "MKLDNN output is not supported at gradcheck yet. "
+                "Please call to_dense(masked_grad=...) on the output of fn for gradcheck."
+            )
+
+    def call(self, func: Callable, inputs: tuple) -> tuple:
+        with torch.enable_grad():
+            return _as_tuple(func(*inputs))
+
+    @contextlib.contextmanager
+    def threads(self, n: int) -> Iterator[None]:
+        """Run engine math on ``n`` intra-op threads (restored afterwards)."""
+        before = torch.get_num_threads()
+        if before != n:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if before != n:
+                torch.set_num_threads(before)
+
+    def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
+        return ComplexOutputPart(func, part)
+
+    def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
+        x = inputs[position]
+        if x.layout != torch.strided:
+            raise NotImplementedError(f"finite differences of {x.layout} inputs are not supported yet")
+        data = x.data
+        shape = tuple(data.shape)
+
+        def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
+            entry = data[np.unravel_index(k, shape)] if shape else data
+            original = entry.clone()
+            entry.copy_(original + delta)
+            try:  # copy the outputs before restoring: an output may be a view of the input
+                result = self.call(func, inputs)
+                return [
+                    to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(result, outputs)
+                ]
+            finally:
+                entry.copy_(original)
+
+        return evaluate
+
+    def vjp_rows(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
+        output = self.call(func, inputs)[output_position]
+        wrt = [inputs[p] for p in diff_positions]
+        grad_output = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
+        flat = grad_output.view(-1)
+
+        def vjp(j: int) -> list[np.ndarray | None]:
+            flat.zero_()
+            flat[j] = 1.0
+            grads = torch.autograd.grad(output, wrt, grad_output, retain_graph=True, allow_unused=True)
+            return [None if g is None else to_numpy(g) for g in grads]
+
+        return vjp
+
+    def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
+        fail = self.error_class
+        outputs = _differentiable(self.call(func, inputs))
+        wrt = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+        if not wrt:
+            raise fail("no Tensors requiring grad found in input")
+        zeros = [torch.zeros_like(o, memory_format=torch.legacy_contiguous_format) for o in outputs]
+        grads = torch.autograd.grad(outputs, wrt, zeros, allow_unused=True)
+        for position, (g, x) in enumerate(zip(grads, wrt)):
+            if g is None:
+                continue
+            if g.layout != torch.strided:
+                if g.layout != x.layout:
+                    raise fail(f"grad is incorrect layout ({g.layout} is not {x.layout})")
+                if g.layout == torch.sparse_coo or g.layout in (torch.sparse_csr, torch.sparse_csc):
+                    kind = str(g.layout).replace("torch.", "").replace("_coo", "")
+                    if g.sparse_dim() != x.sparse_dim():
+                        raise fail(
+                            f"grad is {kind} tensor, but has incorrect sparse_dim {g.sparse_dim()}, "
+                            f"expected {x.sparse_dim()}"
+                        )
+                    if g.dense_dim() != x.dense_dim():
+                        raise fail(
+                            f"grad is {kind} tensor, but has incorrect dense_dim {g.dense_dim()}, "
+                            f"expected {x.dense_dim()}"
+                        )
+                g, x = g.to_dense(), x.to_dense()
+            is_zero = torch.allclose(g, torch.zeros_like(g)) if masked else bool(g.eq(0).all())
+            if not is_zero:
+                raise fail(
+                    f"backward not multiplied by grad_output: a zero grad_output gave a nonzero "
+                    f"gradient for differentiable input {position}"
+                )
+            if g.dtype != x.dtype:
+                raise fail(f"grad is incorrect type ({g.dtype} for an input of {x.dtype})")
+            if g.device != x.device:
+                raise fail(f"grad is incorrect device ({g.device} for an input on {x.device})")
+            if g.size() != x.size():
+                raise fail(f"grad is incorrect size ({tuple(g.size())} for an input of {tuple(x.size())})")
+
+    def check_undefined_grad(self, func: Callable, inputs: tuple) -> None:
+        fail = self.error_class
+        wrt = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+        if not wrt:
+            raise fail("no Tensors requiring grad found in input")
+        undefined = torch._C._functions.UndefinedGrad
+
+        def differentiable_outputs():
+            return [o for o in _differentiable(self.call(func, inputs)) if isinstance(o, torch.Tensor)]
+
+        # All outputs' grads undefined at once, then (with several outputs) one at a time.
+        cases = [("all output grads undefined", [undefined()(o) for o in differentiable_outputs()])]
+        if len(cases[0][1]) > 1:
+            for k in range(len(cases[0][1])):
+                outputs = differentiable_outputs()
+                outputs[k] = undefined()(outputs[k])
+                cases.append((f"the grad of output {k} undefined", outputs))
+        for label, outputs in cases:
+            zeros = [torch.zeros_like(o, memory_format=torch.legacy_contiguous_format) for o in outputs]
+            try:
+                grads = torch.autograd.grad(outputs, wrt, zeros, allow_unused=True)
+            except RuntimeError as e:
+                raise fail(
+                    "Expected backward function to handle undefined output grads. Please look at "
+                    '"Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"'
+                    f" (backward raised, with {label}: {type(e).__name__}: {e})"
+                ) from e
+            for position, g in enumerate(grads):
+                if g is not None and not bool(g.eq(0).all()):
+                    raise fail(
+                        "Expected all input grads to be undefined or zero when all output grads are "
+                        'undefined or zero. Please look at "Notes about undefined output gradients" in '
+                        f'"tools/autograd/derivatives.yaml" (nonzero grad for differentiable input '
+                        f"{position}, with {label})"
+                    )
+
+    def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
+        diff_inputs = frozenset(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad)
+        diff_grad_outputs = frozenset(
+            i for i, g in enumerate(grad_outputs) if isinstance(g, torch.Tensor) and g.requires_grad
+        )
+        return GradOfOutputs(func, len(inputs), diff_inputs, diff_grad_outputs), inputs + grad_outputs
+
+    def default_grad_outputs(self, func: Callable, inputs: tuple, noncontiguous: bool) -> tuple:
+        outputs = _differentiable(self.call(func, inputs))
+        return tuple(
+            torch.testing.make_tensor(
+                o.shape,
+                dtype=o.dtype if _is_float_or_complex(o) else torch.double,
+                device=o.device,
+                low=-1,
+                high=1,
+                requires_grad=True,
+                noncontiguous=noncontiguous,
+            )
+            for o in outputs
+        )
+
+    def format_block(self, block: np.ndarray) -> str:
+        return str(torch.from_numpy(np.ascontiguousarray(block)))

@@ -1,0 +1,46 @@
+"""The serial executor: units run in this process, one at a time, when the reducer asks.
+
+Running lazily in the reducer's order means a failing check stops at its first failure,
+as the reference does, and computes nothing after it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from distcheck.plan.chunking import Whole
+from distcheck.plan.subject import Subject
+from distcheck.plan.units import Unit, UnitResult, execute
+
+
+class SerialResults:
+    def __init__(self, subject: Subject, units: Sequence[Unit], threads: int):
+        self._subject, self._units, self._threads = subject, units, threads
+        self._done: dict[int, UnitResult] = {}
+
+    def get(self, index: int) -> UnitResult:
+        if index not in self._done:
+            self._done[index] = execute(self._units[index], self._subject, self._threads, f"pid {os.getpid()}")
+        return self._done[index]
+
+    def close(self) -> None:
+        self._done.clear()
+
+
+class SerialExecutor:
+    """In-process execution. ``threads`` intra-op threads per unit (1, as on Ray workers, so
+    that both executors compute bitwise-identical numbers)."""
+
+    name = "serial"
+    workers = 1
+    policy = Whole()
+
+    def __init__(self, threads: int = 1):
+        self.threads = threads
+
+    def submit(self, subject: Subject, units: Sequence[Unit]) -> SerialResults:
+        return SerialResults(subject, units, self.threads)
+
+    def __repr__(self) -> str:
+        return f"SerialExecutor(threads={self.threads})"

@@ -1,0 +1,85 @@
+"""Comparisons between Jacobian blocks, with ``torch.allclose``'s semantics, over numpy arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both arrays in their common dtype (``torch.promote_types``'s choice for float/complex)."""
+    dtype = np.result_type(a.dtype, b.dtype)
+    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+
+
+def close_mask(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """Element-wise ``|actual - expected| <= atol + rtol·|expected|`` as torch.isclose computes it.
+
+    Equal values (including equal infinities) are close; NaN is never close; the tolerance is
+    computed in the arrays' own dtype; rtol multiplies the expected (numerical) side.
+    """
+    actual, expected = promote(np.asarray(actual), np.asarray(expected))
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = actual == expected
+        if rtol == 0 and atol == 0:
+            return close
+        allowed = atol + np.abs(rtol * expected)
+        error = np.abs(actual - expected)
+        return close | (np.isfinite(error) & (error <= allowed))
+
+
+def allclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
+    if np.shape(actual) != np.shape(expected):
+        raise ValueError(f"cannot compare blocks of shapes {np.shape(actual)} and {np.shape(expected)}")
+    return bool(close_mask(actual, expected, rtol, atol).all())
+
+
+def max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """``max |a - b|`` (0 for empty blocks). NaN propagates, as in torch's ``max``: the
+    reference's ``max > tol`` test is then False, so a NaN never fails a reentrancy check."""
+    if a.size == 0:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        return float(np.max(np.abs(np.subtract(*promote(a, b)))))
+
+
+@dataclass(frozen=True)
+class WorstElement:
+    """Where two Jacobian blocks differ most, for failure messages."""
+
+    row: int  # input element (flat)
+    column: int  # output element (flat)
+    actual: complex
+    expected: complex
+    difference: float
+    allowed: float
+
+
+def worst_element(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> WorstElement | None:
+    """The element that violates the tolerance the most (or the largest difference if none does)."""
+    if actual.size == 0:
+        return None
+    actual, expected = promote(actual, expected)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(actual - expected).astype(np.float64)
+        allowed = (atol + np.abs(rtol * expected)).astype(np.float64)
+        excess = np.where(np.isnan(error), np.inf, error - allowed)
+    flat = int(np.argmax(excess))
+    row, column = np.unravel_index(flat, actual.shape) if actual.ndim == 2 else (flat, 0)
+    a, e = actual.reshape(-1)[flat], expected.reshape(-1)[flat]
+    return WorstElement(
+        int(row), int(column), _scalar(a), _scalar(e), float(error.reshape(-1)[flat]), float(allowed.reshape(-1)[flat])
+    )
+
+
+def _scalar(x) -> complex:
+    return complex(x) if np.iscomplexobj(x) else float(x)
+
+
+def adjusted_atol(atol: float, u_sums: tuple[float, ...], v_sum: float | None) -> float:
+    """atol for a projected comparison ``vᵀ A u`` vs ``vᵀ B u``: scaled by ``sum(u)·sum(v)``.
+
+    A complex input has two real vectors (real and imaginary directions): their sums add.
+    """
+    return atol * float(sum(u_sums)) * (1.0 if v_sum is None else float(v_sum))

@@ -1,0 +1,101 @@
+"""Finite-difference Jacobian columns, as pure functions over numpy arrays.
+
+An engine supplies ``evaluate(flat_index, delta)``: the function's outputs (numpy copies)
+with element ``flat_index`` of one input replaced by ``x[flat_index] + delta``, the input
+restored afterwards. Everything else here is arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+# evaluate(flat_index, delta) -> one array per output (None for outputs that are not checked)
+Evaluate = Callable[[int, complex], Sequence[np.ndarray | None]]
+
+
+class PerturbationChangedOutput(AssertionError):
+    """The function returned outputs of another shape or dtype when an input was perturbed."""
+
+
+def central_difference(minus: np.ndarray, plus: np.ndarray, eps: float) -> np.ndarray:
+    """``(f(x + eps·d) - f(x - eps·d)) / (2·eps)``, flattened, in the outputs' dtype."""
+    return ((plus - minus) / (2 * eps)).reshape(-1)
+
+
+def _check_same_kind(minus, plus, eps, where: str) -> None:
+    if minus.shape != plus.shape:
+        raise PerturbationChangedOutput(
+            f"Expected `func` to return outputs with the same shape when inputs are perturbed "
+            f"{where}by {eps}, but got: shapes {minus.shape} and {plus.shape}."
+        )
+    if minus.dtype != plus.dtype:
+        raise PerturbationChangedOutput(
+            f"Expected `func` to return outputs with the same dtype when inputs are perturbed "
+            f"{where}by {eps}, but got: dtypes {minus.dtype} and {plus.dtype}."
+        )
+
+
+def directional_derivative(
+    evaluate: Evaluate, flat_index: int, delta: complex, eps: float, where: str = ""
+) -> list[np.ndarray | None]:
+    """Central difference of every checked output along one perturbation ``delta``."""
+    minus = evaluate(flat_index, -delta)
+    plus = evaluate(flat_index, delta)
+    columns: list[np.ndarray | None] = []
+    for m, p in zip(minus, plus):
+        if m is None:
+            columns.append(None)
+            continue
+        _check_same_kind(m, p, eps, where)
+        columns.append(central_difference(m, p, eps))
+    return columns
+
+
+def jacobian_column(
+    evaluate: Evaluate, flat_index: int, eps: float, input_is_complex: bool, where: str = ""
+) -> list[np.ndarray | None]:
+    """One numerical Jacobian column: d outputs / d input[flat_index].
+
+    A complex input is perturbed along 1 and along 1j and the two real derivatives are
+    combined into the conjugate Wirtinger derivative ``ds/dx + 1j·ds/dy``.
+    """
+    ds_dx = directional_derivative(evaluate, flat_index, eps, eps, where)
+    if not input_is_complex:
+        return ds_dx
+    ds_dy = directional_derivative(evaluate, flat_index, eps * 1j, eps, where)
+    return [None if dx is None else dx + dy * 1j for dx, dy in zip(ds_dx, ds_dy)]
+
+
+def jacobian_columns(
+    evaluate: Evaluate,
+    flat_indices: Sequence[int],
+    eps: float,
+    input_is_complex: bool,
+    output_sizes: Sequence[int | None],
+    dtypes: Sequence[np.dtype | None],
+    describe_index: Callable[[int], str] = lambda k: "",
+) -> list[np.ndarray | None]:
+    """Columns ``flat_indices`` of the numerical Jacobian, one block per output.
+
+    Block ``o`` has shape ``(len(flat_indices), output_sizes[o])``: row r is the derivative of
+    output o with respect to input element ``flat_indices[r]`` (the layout of
+    ``torch.autograd.gradcheck``'s Jacobians: input elements down, output elements across).
+    """
+    blocks = [
+        None if size is None else np.zeros((len(flat_indices), size), dtype=dtype)
+        for size, dtype in zip(output_sizes, dtypes)
+    ]
+    for row, k in enumerate(flat_indices):
+        column = jacobian_column(evaluate, k, eps, input_is_complex, describe_index(k))
+        for block, values, size in zip(blocks, column, output_sizes):
+            if block is None:
+                continue
+            if values.size != size:
+                raise PerturbationChangedOutput(
+                    f"Expected `func` to return outputs with {size} elements when inputs are "
+                    f"perturbed {describe_index(k)}by {eps}, but got {values.size}."
+                )
+            block[row] = values
+    return blocks

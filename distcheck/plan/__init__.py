@@ -1,0 +1,1 @@
+"""Planning: a check becomes a plan of independent units (see planner.py) and stages."""

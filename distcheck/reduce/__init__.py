@@ -1,0 +1,1 @@
+"""Reduction: unit results become Jacobians, Jacobians become verdicts."""

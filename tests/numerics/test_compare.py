@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+import torch
+
+from distcheck.numerics.compare import adjusted_atol, allclose, close_mask, max_abs_difference, worst_element
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_close_mask_matches_torch_isclose(dtype):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(500).astype(dtype)
+    b = (a + rng.standard_normal(500) * np.logspace(-9, 0, 500)).astype(dtype)
+    a[:4] = [np.inf, np.nan, -np.inf, 1.0]
+    b[:4] = [np.inf, np.nan, np.inf, np.nan]
+    expected = torch.isclose(torch.from_numpy(a), torch.from_numpy(b), rtol=1e-3, atol=1e-5).numpy()
+    assert np.array_equal(close_mask(a, b, 1e-3, 1e-5), expected)
+
+
+def test_rtol_multiplies_the_expected_side():
+    assert allclose(np.array([1.0]), np.array([1.0015]), rtol=2e-3, atol=0)
+    assert not allclose(np.array([1.0015]), np.array([1.0]), rtol=1e-3, atol=0)
+
+
+def test_max_abs_difference_propagates_nan_like_torch_max():
+    assert np.isnan(max_abs_difference(np.array([0.0, np.nan]), np.array([5.0, 1.0])))
+    assert max_abs_difference(np.zeros((0, 3)), np.zeros((0, 3))) == 0.0
+
+
+def test_worst_element_points_at_the_largest_violation():
+    a = np.zeros((3, 4))
+    b = np.zeros((3, 4))
+    a[2, 1] = 0.5
+    worst = worst_element(a, b, 1e-3, 1e-5)
+    assert (worst.row, worst.column, worst.actual, worst.expected) == (2, 1, 0.5, 0.0)
+
+
+def test_adjusted_atol_scales_by_sums():
+    assert adjusted_atol(1e-5, (2.0,), 3.0) == pytest.approx(6e-5)
+    assert adjusted_atol(1e-5, (2.0, 1.0), None) == pytest.approx(3e-5)

@@ -1,0 +1,97 @@
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from distcheck.check import plan_check
+from distcheck.executors.serial import SerialExecutor
+from distcheck.options import CheckOptions
+from distcheck.plan.chunking import Whole, Workload, even_ranges
+from distcheck.plan.stages import Auxiliary, JacobianComparison, ZeroNumericalJacobian
+from distcheck.plan.units import AnalyticalRows, NumericalColumns
+from distcheck.reduce.reducer import assembled_jacobians
+
+
+class Pieces:
+    """A policy that cuts everything into pieces of ``size`` items."""
+
+    needs_costs = False
+
+    def __init__(self, size):
+        self.size = size
+
+    def chunks(self, workload):
+        return [(s, min(s + self.size, workload.items)) for s in range(0, workload.items, self.size)]
+
+
+class ChunkedSerial(SerialExecutor):
+    def __init__(self, size):
+        super().__init__()
+        self.policy = Pieces(size)
+
+
+def _x(*shape, dtype=torch.float64):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(0)).requires_grad_()
+
+
+def test_even_ranges_cover_everything_in_order():
+    assert even_ranges(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert even_ranges(2, 5) == [(0, 1), (1, 2)]
+    assert even_ranges(0, 3) == [(0, 0)]
+    assert Whole().chunks(Workload(7)) == [(0, 7)]
+
+
+def test_stages_follow_the_reference_order():
+    _, plan = plan_check(lambda x: x.sin(), (_x(3),), CheckOptions(), SerialExecutor())
+    assert [type(s) for s in plan.stages] == [JacobianComparison, Auxiliary, Auxiliary]
+    assert [plan.units[s.unit].check for s in plan.stages[1:]] == ["zero_grad_output", "undefined_grad"]
+
+
+def test_complex_outputs_check_imaginary_then_real_parts():
+    _, plan = plan_check(torch.sin, (_x(3, dtype=torch.complex128),), CheckOptions(), SerialExecutor())
+    comparisons = [s for s in plan.stages if isinstance(s, JacobianComparison)]
+    assert [s.part for s in comparisons] == ["imag", "real"]
+    assert set(plan.subject.variants) == {"f", "imag", "real"}
+
+
+def test_no_differentiable_output_plans_a_zero_check():
+    _, plan = plan_check(lambda x: (x > 0).double(), (_x(3),), CheckOptions(), SerialExecutor())
+    assert isinstance(plan.stages[0], ZeroNumericalJacobian)
+
+
+def test_chunking_splits_columns_and_rows():
+    _, plan = plan_check(lambda x: x.exp(), (_x(10),), CheckOptions(), ChunkedSerial(3))
+    columns = [u for u in plan.units if isinstance(u, NumericalColumns)]
+    rows = [u for u in plan.units if isinstance(u, AnalyticalRows)]
+    assert [(u.start, u.stop) for u in columns] == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert [(u.start, u.stop) for u in rows] == [(0, 3), (3, 6), (6, 9), (9, 10)]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_chunked_jacobians_are_bitwise_identical_to_whole(size):
+    inputs = (_x(2, 3, dtype=torch.complex128), _x(3))
+    func = lambda z, y: (z * y).sin()  # noqa: E731
+    whole_plan = plan_check(func, inputs, CheckOptions(), SerialExecutor())[1]
+    chunked_plan = plan_check(func, inputs, CheckOptions(), ChunkedSerial(size))[1]
+    whole = assembled_jacobians(whole_plan, SerialExecutor().submit(whole_plan.subject, whole_plan.units))
+    chunked = assembled_jacobians(chunked_plan, SerialExecutor().submit(chunked_plan.subject, chunked_plan.units))
+    assert whole.keys() == chunked.keys() and whole
+    for key in whole:
+        assert whole[key].tobytes() == chunked[key].tobytes(), key
+
+
+def test_units_and_subject_pickle():
+    _, plan = plan_check(torch.sin, (_x(3),), CheckOptions(), SerialExecutor())
+    for unit in plan.units:
+        assert pickle.loads(pickle.dumps(unit)) == unit
+    subject = pickle.loads(pickle.dumps(plan.subject))
+    assert torch.equal(subject.variants["f"].inputs[0], plan.subject.variants["f"].inputs[0])
+
+
+def test_numerical_blocks_have_the_reference_layout():
+    a = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    _, plan = plan_check(lambda x: a @ x, (_x(3),), CheckOptions(), SerialExecutor())
+    jacobians = assembled_jacobians(plan, SerialExecutor().submit(plan.subject, plan.units))
+    np.testing.assert_allclose(jacobians[("f", "numerical", 0, 0)], a.numpy().T, atol=1e-8)
+    np.testing.assert_array_equal(jacobians[("f", "analytical", 0, 0)], a.numpy().T)
