@@ -87,7 +87,7 @@ def _measure_costs(engine: Engine, func: Callable, inputs: tuple, output_infos, 
     diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
     diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
     if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
-        vjp = engine.vjp_rows(func, inputs, diff_outputs[0], diff_inputs)
+        vjp = engine.vjp(func, inputs, diff_outputs[0], diff_inputs)
         start = time.perf_counter()
         vjp(0)
         backward = time.perf_counter() - start

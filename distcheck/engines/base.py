@@ -70,11 +70,57 @@ class Engine(Protocol):
         with flat element k of ``inputs[position]`` replaced by ``x[k] + delta``; the input is
         restored afterwards."""
 
-    def vjp_rows(
+    def vjp(
         self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]
-    ) -> Callable[[int], list[np.ndarray | None]]:
-        """vjp(j): the gradients of ``outputs[output_position]`` with a one-hot grad-output at
-        flat element j, one per differentiable input (None where unused)."""
+    ) -> Callable[[int | np.ndarray], list[np.ndarray | None]]:
+        """Build the graph of ``func(*inputs)`` once; ``vjp(g)`` then gives the gradients of
+        ``outputs[output_position]`` for grad-output ``g`` — an int j means one-hot at flat
+        element j (a Jacobian row), an array is the whole grad-output — one per differentiable
+        input (None where unused). The graph is kept between calls."""
+
+    def direction_evaluator(
+        self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]
+    ) -> Callable[[np.ndarray], list[np.ndarray | None]]:
+        """evaluate(delta): outputs (numpy copies, only where ``outputs[o]``) of ``func`` with
+        ``inputs[position]`` replaced by ``x + delta`` (``delta`` an array of the input's shape,
+        complex for the imaginary direction of a complex input); the input restored afterwards.
+        Fast mode's numerical Jacobian-vector products."""
+
+    def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+        """Fast mode's random vectors u and v: one per entry, uniform in [0, 1), divided by its
+        norm, drawn in order from a fresh generator with a fixed seed (so a check is
+        deterministic and leaves the global RNG alone). The torch engine draws them exactly as
+        torch.autograd.gradcheck does."""
+
+    def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+        """Standard normal arrays from the engine's *global* RNG (as ``torch.randn_like``): the
+        grad-outputs / tangents of the batched-gradient checks, drawn on the driver."""
+
+    def jvp(
+        self, func: Callable, inputs: tuple, diff_positions: Sequence[int]
+    ) -> Callable[[int, int | np.ndarray], list[np.ndarray | None]]:
+        """Forward-mode AD. ``jvp(k, t)``: the output tangents (one per float/complex output of
+        ``func``; None where the output has no tangent) for tangent ``t`` on differentiable input
+        ``k`` (index into ``diff_positions``) and zero tangents on the others; an int ``t`` means
+        one-hot at that flat element (a Jacobian column). Raises EngineCapabilityError, naming
+        what is missing, if the engine has no forward-mode AD."""
+
+    def check_undefined_forward_grad(self, func: Callable, inputs: tuple, tangents: Sequence[np.ndarray]) -> None:
+        """Raise ``error_class`` unless, for each differentiable input in turn, a materialized
+        zero tangent and an absent tangent give the same output tangents (the other inputs
+        carrying ``tangents``)."""
+
+    def check_batched_grad(
+        self, func: Callable, inputs: tuple, output_position: int, grad_outputs: Sequence[np.ndarray]
+    ) -> None:
+        """Raise ``error_class`` unless the VJPs of ``outputs[output_position]`` computed for the
+        stacked ``grad_outputs`` in one vectorized (vmap) call equal separate calls."""
+
+    def check_batched_forward_grad(
+        self, func: Callable, inputs: tuple, position: int, tangents: Sequence[np.ndarray]
+    ) -> None:
+        """Raise ``error_class`` unless vmap'd JVPs for the stacked ``tangents`` on input
+        ``position`` equal separate JVPs."""
 
     def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
         """Raise ``error_class`` unless zero grad-outputs give zero grads of the right kind."""

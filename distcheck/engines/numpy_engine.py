@@ -191,15 +191,20 @@ class NumpyEngine:
 
         return evaluate
 
-    def vjp_rows(self, func: Any, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
+    def vjp(self, func: Any, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         fn = _require(func)
         outputs = _outputs(fn, inputs)
         differentiable = [i for i, o in enumerate(outputs) if _is_float_or_complex(o)]
         target = differentiable.index(output_position)
 
-        def vjp(j: int) -> list[np.ndarray | None]:
+        def vjp(g: int | np.ndarray) -> list[np.ndarray | None]:
             grad_outputs = [np.zeros_like(outputs[i]) for i in differentiable]
-            grad_outputs[target].reshape(-1)[j] = 1.0
+            if isinstance(g, (int, np.integer)):
+                grad_outputs[target].reshape(-1)[int(g)] = 1.0
+            else:
+                grad_outputs[target] = np.asarray(g, dtype=outputs[output_position].dtype).reshape(
+                    outputs[output_position].shape
+                )
             return _grads(fn, inputs, grad_outputs, len(diff_positions))
 
         return vjp

@@ -179,15 +179,19 @@ class TorchEngine:
 
         return evaluate
 
-    def vjp_rows(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
+    def vjp(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         output = self.call(func, inputs)[output_position]
         wrt = [inputs[p] for p in diff_positions]
-        grad_output = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
-        flat = grad_output.view(-1)
+        one_hot = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
+        flat = one_hot.view(-1)
 
-        def vjp(j: int) -> list[np.ndarray | None]:
-            flat.zero_()
-            flat[j] = 1.0
+        def vjp(g: int | np.ndarray) -> list[np.ndarray | None]:
+            if isinstance(g, (int, np.integer)):
+                flat.zero_()
+                flat[int(g)] = 1.0
+                grad_output = one_hot
+            else:
+                grad_output = torch.from_numpy(np.asarray(g)).to(output.dtype).reshape(output.shape)
             grads = torch.autograd.grad(output, wrt, grad_output, retain_graph=True, allow_unused=True)
             return [None if g is None else to_numpy(g) for g in grads]
 

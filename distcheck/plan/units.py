@@ -110,7 +110,7 @@ class AnalyticalRows:
 
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
         variant = subject.variants[self.variant]
-        vjp = engine.vjp_rows(variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
+        vjp = engine.vjp(variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
         first = [np.zeros((s.numel, self.size), dtype=s.dtype) for s in self.inputs]
         second = [np.zeros((s.numel, self.size), dtype=s.dtype) for s in self.inputs]
         wrong_size = wrong_dtype = None
