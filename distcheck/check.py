@@ -118,6 +118,6 @@ def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exec
     engine, plan = plan_check(func, inputs, options, executor)
     results = executor.submit(plan.subject, plan.units)
     try:
-        reduce(plan, results, options, engine)
+        reduce(plan, results, options, engine, run_more=lambda units: executor.submit(plan.subject, units))
     finally:
         results.close()

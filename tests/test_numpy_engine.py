@@ -122,3 +122,59 @@ def test_input_arrays_are_left_unchanged():
     before = x.copy()
     distcheck.gradcheck(SIN, (x,))
     assert np.array_equal(x, before)
+
+
+SIN_FWD = distcheck.numpy_function(
+    np.sin,
+    vjp=lambda x, g: (None if g is None else g * np.cos(x),),
+    jvp=lambda x, t: (None if t is None else t * np.cos(x),),
+)
+
+
+@pytest.mark.parametrize(
+    "options", [{"fast_mode": True}, {"check_forward_ad": True}, {"check_forward_ad": True, "fast_mode": True}]
+)
+def test_fast_and_forward_modes(options):
+    assert distcheck.gradcheck(SIN_FWD, (rng.standard_normal((4, 5)),), **options)
+    wrong_jvp = distcheck.numpy_function(
+        np.sin, vjp=SIN_FWD.vjp, jvp=lambda x, t: (None if t is None else 1.1 * t * np.cos(x),)
+    )
+    wrong_vjp = distcheck.numpy_function(
+        np.sin, vjp=lambda x, g: (None if g is None else 1.1 * g * np.cos(x),), jvp=SIN_FWD.jvp
+    )
+    forward = options.get("check_forward_ad", False)
+    assert distcheck.gradcheck(wrong_jvp, (rng.standard_normal(5),), raise_exception=False, **options) is not forward
+    assert distcheck.gradcheck(wrong_vjp, (rng.standard_normal(5),), raise_exception=False, **options) is False
+
+
+def test_forward_mode_with_complex_inputs():
+    square = distcheck.numpy_function(
+        np.square,
+        vjp=lambda z, g: (None if g is None else g * np.conj(2 * z),),
+        jvp=lambda z, t: (None if t is None else 2 * z * t,),
+    )
+    z = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    assert distcheck.gradcheck(square, (z,), check_forward_ad=True)
+    assert distcheck.gradcheck(square, (z,), check_forward_ad=True, fast_mode=True)
+
+
+def test_fast_mode_evaluates_a_large_input_a_handful_of_times():
+    calls = []
+
+    def counted_sin(x):
+        calls.append(1)
+        return np.sin(x)
+
+    sin = distcheck.numpy_function(counted_sin, vjp=SIN_FWD.vjp)
+    assert distcheck.gradcheck(sin, (rng.standard_normal(50_000),), fast_mode=True)
+    assert len(calls) <= 10  # slow mode would evaluate it 100,000 times
+
+
+def test_forward_mode_needs_a_jvp():
+    with pytest.raises(NotImplementedError, match="jvp"):
+        distcheck.gradcheck(SIN, (rng.standard_normal(3),), check_forward_ad=True)
+
+
+def test_batched_checks_name_the_missing_capability():
+    with pytest.raises(NotImplementedError, match="vmap"):
+        distcheck.gradcheck(SIN, (rng.standard_normal(3),), check_batched_grad=True)

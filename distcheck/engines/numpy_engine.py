@@ -121,6 +121,51 @@ def _outputs(func: NumpyFunction, inputs: tuple) -> tuple:
     )
 
 
+def _tangents(func: NumpyFunction, inputs: tuple, tangents: Sequence) -> list[np.ndarray | None]:
+    outputs = [o for o in _outputs(func, inputs) if _is_float_or_complex(o)]
+    result = _as_tuple(func.jvp(*inputs, *tangents))
+    if len(result) != len(outputs):
+        raise GradcheckError(
+            f"the jvp returned {len(result)} tangents, expected one per float/complex output ({len(outputs)})"
+        )
+    return [None if t is None else np.asarray(t) for t in result]
+
+
+@dataclass(frozen=True)
+class _InputPart:
+    """A NumpyFunction seen as a function of the real or imaginary parts of its complex inputs."""
+
+    func: NumpyFunction
+    positions: tuple[int, ...]
+    originals: tuple[np.ndarray, ...]
+    part: str
+
+    def full(self, inputs: tuple) -> tuple:
+        full = list(inputs)
+        for i, original in zip(self.positions, self.originals):
+            full[i] = inputs[i] + 1j * original.imag if self.part == "real" else original.real + 1j * inputs[i]
+        return tuple(full)
+
+    def __call__(self, *inputs):
+        return self.func.fun(*self.full(inputs))
+
+
+@dataclass(frozen=True)
+class _InputPartJVP:
+    """JVP of :class:`_InputPart`: a tangent t of an imaginary part is 1j·t on the complex input."""
+
+    split: _InputPart
+    diff_positions: tuple[int, ...]
+
+    def __call__(self, *args):
+        n = len(args) - len(self.diff_positions)
+        inputs, tangents = args[:n], list(args[n:])
+        for k, p in enumerate(self.diff_positions):
+            if p in self.split.positions and tangents[k] is not None:
+                tangents[k] = tangents[k] * (1.0 + 0j) if self.split.part == "real" else 1j * tangents[k]
+        return self.split.func.jvp(*self.split.full(inputs), *tangents)
+
+
 def _grads(func: NumpyFunction, inputs: tuple, grad_outputs: Sequence, n_diff: int) -> list[np.ndarray | None]:
     if func.vjp is None:
         raise EngineCapabilityError("this numpy_function has no vjp: backward-mode checks need one")
@@ -130,6 +175,9 @@ def _grads(func: NumpyFunction, inputs: tuple, grad_outputs: Sequence, n_diff: i
             f"the vjp returned {len(grads)} gradients, expected one per differentiable input ({n_diff})"
         )
     return [None if g is None else np.asarray(g) for g in grads]
+
+
+VECTOR_SEED = 67280421310721  # fast mode's random vectors (torch.Generator's default seed)
 
 
 class NumpyEngine:
@@ -208,6 +256,85 @@ class NumpyEngine:
             return _grads(fn, inputs, grad_outputs, len(diff_positions))
 
         return vjp
+
+    def direction_evaluator(self, func: Any, inputs: tuple, position: int, outputs: Sequence[bool]):
+        fn = _require(func)
+        original = np.array(inputs[position], copy=True)
+
+        def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
+            moved = list(inputs)
+            moved[position] = original + np.asarray(delta).reshape(original.shape)
+            return [np.array(o, copy=True) if want else None for o, want in zip(_outputs(fn, tuple(moved)), outputs)]
+
+        return evaluate
+
+    def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+        generator = np.random.default_rng(VECTOR_SEED)
+        vectors = []
+        for numel, dtype in zip(numels, dtypes):
+            vec = generator.random(int(numel)).astype(dtype)
+            vectors.append(vec / np.linalg.norm(vec) if numel else vec)
+        return vectors
+
+    def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+        draws = []
+        for shape, dtype in zip(shapes, dtypes):
+            values = np.random.standard_normal(shape)
+            if np.dtype(dtype).kind == "c":
+                values = (values + 1j * np.random.standard_normal(shape)) / np.sqrt(2)
+            draws.append(np.asarray(values).astype(dtype))
+        return draws
+
+    def jvp(self, func: Any, inputs: tuple, diff_positions: Sequence[int]):
+        fn = _require(func)
+        if fn.jvp is None:
+            raise EngineCapabilityError(
+                "forward-mode checks of a numpy_function need its jvp (numpy_function(..., jvp=...))"
+            )
+
+        def jvp(k: int, tangent: int | np.ndarray) -> list[np.ndarray | None]:
+            tangents = [np.zeros_like(inputs[p]) for p in diff_positions]
+            if isinstance(tangent, (int, np.integer)):
+                tangents[k].reshape(-1)[int(tangent)] = 1.0
+            else:
+                tangents[k] = np.asarray(tangent, dtype=tangents[k].dtype).reshape(tangents[k].shape)
+            return _tangents(fn, inputs, tangents)
+
+        return jvp
+
+    def input_part(self, func: Any, inputs: tuple, part: str) -> tuple[NumpyFunction, tuple]:
+        fn = _require(func)
+        positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, np.ndarray) and x.dtype.kind == "c")
+        originals = tuple(np.array(inputs[i], copy=True) for i in positions)
+        parts = list(inputs)
+        for i in positions:
+            parts[i] = np.array(np.real(inputs[i]) if part == "real" else np.imag(inputs[i]), copy=True)
+        split = _InputPart(fn, positions, originals, part)
+        jvp = (
+            None
+            if fn.jvp is None
+            else _InputPartJVP(split, tuple(p for p, x in enumerate(inputs) if fn.differentiable(p, x)))
+        )
+        return NumpyFunction(split, None, jvp, fn.argnums), tuple(parts)
+
+    def check_undefined_forward_grad(self, func: Any, inputs: tuple, tangents: Sequence[np.ndarray]) -> None:
+        fn = _require(func)
+        positions = self._diff_positions(fn, inputs)
+        given = [np.asarray(t).reshape(np.shape(inputs[p])) for t, p in zip(tangents, positions)]
+        for k in range(len(positions)):
+            zero, absent = list(given), list(given)
+            zero[k], absent[k] = np.zeros_like(given[k]), None
+            for index, (t1, t2) in enumerate(zip(_tangents(fn, inputs, zero), _tangents(fn, inputs, absent))):
+                if t1 is not None and t2 is not None and not np.allclose(t1, t2):
+                    raise GradcheckError(
+                        f"Mismatch in tangent values for output with index: {index} when differentiable input {k} "
+                        f"has an undefined (None) tangent: got {t1} but a zero tangent gives {t2}"
+                    )
+
+    def check_batched_grad(self, func: Any, inputs: tuple, output_position: int, grad_outputs) -> None:
+        raise EngineCapabilityError("the numpy engine has no vectorizing map (vmap): batched checks are not available")
+
+    check_batched_forward_grad = check_batched_grad
 
     def check_zero_grad_output(self, func: Any, inputs: tuple, masked: bool) -> None:
         fn = _require(func)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -43,6 +44,10 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
 
 
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+
+
 def _is_float_or_complex(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
 
@@ -70,6 +75,23 @@ class ComplexOutputPart:
         return tuple(
             take(o) if isinstance(o, torch.Tensor) and o.is_complex() else o for o in _as_tuple(self.func(*inputs))
         )
+
+
+class ComplexInputPart:
+    """``func`` seen as a function of the real or imaginary parts of its complex inputs, the
+    other part held at its original value (forward-mode checks of complex inputs)."""
+
+    def __init__(self, func: Callable, positions: tuple[int, ...], originals: tuple, part: str):
+        self.func, self.positions, self.originals, self.part = func, positions, originals, part
+
+    def __call__(self, *inputs):
+        full = list(inputs)
+        for i, original in zip(self.positions, self.originals):
+            if self.part == "real":
+                full[i] = inputs[i] + original.imag * 1j
+            else:
+                full[i] = original.real + inputs[i] * 1j
+        return _as_tuple(self.func(*full))
 
 
 class GradOfOutputs:
@@ -197,6 +219,150 @@ class TorchEngine:
 
         return vjp
 
+    def direction_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
+        x = inputs[position]
+        if x.layout != torch.strided:
+            raise NotImplementedError(f"finite differences of {x.layout} inputs are not supported yet")
+        data = x.data
+
+        def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
+            original = data.clone()
+            data.copy_(original + torch.from_numpy(np.asarray(delta)).reshape(data.shape))
+            try:  # copy the outputs before restoring: an output may be a view of the input
+                result = self.call(func, inputs)
+                return [
+                    to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(result, outputs)
+                ]
+            finally:
+                data.copy_(original)
+
+        return evaluate
+
+    def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+        # torch.autograd.gradcheck's draws: a fresh default-seeded generator, float32 uniform
+        # values cast to the vector's dtype, divided by their norm in that dtype.
+        generator = torch.Generator()
+        vectors = []
+        for numel, dtype in zip(numels, dtypes):
+            vec = torch.rand(int(numel), generator=generator).to(_torch_dtype(dtype))
+            vec /= vec.norm()
+            vectors.append(vec.numpy().copy())
+        return vectors
+
+    def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
+        return [torch.randn(shape, dtype=_torch_dtype(dtype)).numpy().copy() for shape, dtype in zip(shapes, dtypes)]
+
+    def jvp(self, func: Callable, inputs: tuple, diff_positions: Sequence[int]):
+        fw = torch.autograd.forward_ad
+
+        def jvp(k: int, tangent: int | np.ndarray) -> list[np.ndarray | None]:
+            with fw.dual_level():
+                duals, tangents = list(inputs), []
+                for p in diff_positions:
+                    dual = fw.make_dual(inputs[p].detach(), torch.zeros_like(inputs[p]))
+                    # a differentiable view's tangent may not be the one given: read it back
+                    tangents.append(fw.unpack_dual(dual).tangent)
+                    duals[p] = dual
+                if isinstance(tangent, (int, np.integer)):
+                    shape = tuple(tangents[k].shape)
+                    tangents[k][np.unravel_index(int(tangent), shape) if shape else ()] = 1.0
+                else:
+                    tangents[k].copy_(torch.from_numpy(np.asarray(tangent)).reshape(tangents[k].shape))
+                result = []
+                for o in self.call(func, tuple(duals)):
+                    if _is_float_or_complex(o):
+                        out_tangent = fw.unpack_dual(o).tangent
+                        result.append(None if out_tangent is None else to_numpy(out_tangent))
+                return result
+
+        return jvp
+
+    def input_part(self, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
+        complex_positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.is_complex())
+        originals = tuple(inputs[i].detach() for i in complex_positions)
+        take = torch.real if part == "real" else torch.imag
+        parts = list(inputs)
+        for i in complex_positions:
+            parts[i] = take(inputs[i]).detach().clone().requires_grad_(inputs[i].requires_grad)
+        return ComplexInputPart(func, complex_positions, originals, part), tuple(parts)
+
+    def check_batched_grad(
+        self, func: Callable, inputs: tuple, output_position: int, grad_outputs: Sequence[np.ndarray]
+    ) -> None:
+        output = self.call(func, inputs)[output_position]
+        wrt = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+
+        def vjp(v):
+            grads = torch.autograd.grad(output, wrt, v, retain_graph=True, allow_unused=True)
+            return tuple(
+                torch.zeros([], dtype=x.dtype, device=x.device).expand(x.shape) if g is None else g
+                for g, x in zip(grads, wrt)
+            )
+
+        vectors = [torch.from_numpy(g).to(output.dtype).reshape(output.shape) for g in grad_outputs]
+        expected = [torch.stack(shards) for shards in zip(*(vjp(v) for v in vectors))]
+        result = _batched(vjp, torch.stack(vectors), self.error_class, forward=False)
+        for position, (res, exp) in enumerate(zip(result, expected)):
+            if not torch.allclose(res, exp):
+                raise self.error_class(_batched_mismatch(output_position, position, res, exp, forward=False))
+
+    def check_batched_forward_grad(
+        self, func: Callable, inputs: tuple, position: int, tangents: Sequence[np.ndarray]
+    ) -> None:
+        fw = torch.autograd.forward_ad
+        x = inputs[position]
+
+        def jvp(tangent):
+            with fw.dual_level():
+                dual = fw.make_dual(x.detach(), tangent)
+                duals = tuple(
+                    dual if i == position else (v.detach() if isinstance(v, torch.Tensor) else v)
+                    for i, v in enumerate(inputs)
+                )
+                result = []
+                for o in _as_tuple(func(*duals)):
+                    if o is None:
+                        continue
+                    primal, out_tangent = fw.unpack_dual(o)
+                    result.append(
+                        torch.zeros([], dtype=primal.dtype, device=primal.device).expand(primal.shape)
+                        if out_tangent is None
+                        else out_tangent
+                    )
+                return tuple(result)
+
+        vectors = [torch.from_numpy(t).to(x.dtype).reshape(x.shape) for t in tangents]
+        expected = [torch.stack(shards) for shards in zip(*(jvp(v) for v in vectors))]
+        result = _batched(jvp, torch.stack(vectors), self.error_class, forward=True)
+        for output, (res, exp) in enumerate(zip(result, expected)):
+            if not torch.allclose(res, exp):
+                raise self.error_class(_batched_mismatch(output, position, res, exp, forward=True))
+
+    def check_undefined_forward_grad(self, func: Callable, inputs: tuple, tangents: Sequence[np.ndarray]) -> None:
+        fw = torch.autograd.forward_ad
+        positions = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad]
+        with fw.dual_level():
+            duals = list(inputs)
+            for p, u in zip(positions, tangents):
+                duals[p] = fw.make_dual(inputs[p].detach(), torch.zeros_like(inputs[p]))
+                fw.unpack_dual(duals[p]).tangent.copy_(torch.from_numpy(u).reshape(inputs[p].shape))
+            for k, p in enumerate(positions):
+                kept = duals[p]
+                duals[p] = fw.make_dual(inputs[p].detach(), torch.zeros_like(inputs[p]))
+                materialized = [o for o in self.call(func, tuple(duals)) if _is_float_or_complex(o)]
+                duals[p] = inputs[p].detach()
+                absent = [o for o in self.call(func, tuple(duals)) if _is_float_or_complex(o)]
+                duals[p] = kept
+                for index, (o1, o2) in enumerate(zip(materialized, absent)):
+                    t1, t2 = fw.unpack_dual(o1).tangent, fw.unpack_dual(o2).tangent
+                    if t1 is not None and t2 is not None and not torch.allclose(t1, t2):
+                        raise self.error_class(
+                            f"Mismatch in tangent values for output with index: {index} when input: "
+                            f"{inputs[p]} has an undefined tangent value. Got: {t1} but expected: {t2} "
+                            f"(differentiable input {k}: a zero tangent and an absent tangent must give "
+                            f"the same output tangents)"
+                        )
+
     def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
         fail = self.error_class
         outputs = _differentiable(self.call(func, inputs))
@@ -297,3 +463,35 @@ class TorchEngine:
 
     def format_block(self, block: np.ndarray) -> str:
         return str(torch.from_numpy(np.ascontiguousarray(block)))
+
+
+BATCHED_GRAD_NOTE = """gradcheck or gradgradcheck failed while testing batched gradient computation: the
+backward pass computed for a batch of grad-outputs in one vmap call differs from separate calls,
+or vmap could not run it. To skip this test pass check_batched_grad=False (for an OpInfo-based
+test: check_batched_grad=False and/or check_batched_gradgrad=False). The usual cause is a
+vmap-incompatible operation in the backward formula: see "NOTE: [How to write vmap-compatible
+backward formulas]" in PyTorch."""
+
+BATCHED_FORWARD_GRAD_NOTE = """gradcheck failed while testing batched gradient computation with forward-mode
+AD (enabled by check_batched_forward_grad=True): the JVPs computed for a batch of tangents in one
+vmap call differ from separate calls, or vmap could not run them. To skip this test pass
+check_batched_forward_grad=False (for an OpInfo-based test: check_batched_forward_grad=False)."""
+
+
+def _batched(function: Callable, stacked: torch.Tensor, fail: type[Exception], forward: bool):
+    """``function`` vmapped over ``stacked`` with torch's legacy vmap (what gradcheck uses)."""
+    from torch._vmap_internals import _vmap
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="There is a performance drop")
+        warnings.filterwarnings("ignore", message="Please use `torch.vmap`")
+        try:
+            return _vmap(function)(stacked)
+        except RuntimeError as ex:
+            note = BATCHED_FORWARD_GRAD_NOTE if forward else BATCHED_GRAD_NOTE
+            raise fail(f"While computing batched gradients, got: {ex}\n\n{note}") from ex
+
+
+def _batched_mismatch(output: int, position: int, result, expected, forward: bool) -> str:
+    note = BATCHED_FORWARD_GRAD_NOTE if forward else BATCHED_GRAD_NOTE
+    return f"For output {output} and input {position}:\n\n{note}\n\nGot:\n{result}\n\nExpected:\n{expected}"

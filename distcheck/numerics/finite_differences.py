@@ -38,11 +38,12 @@ def _check_same_kind(minus, plus, eps, where: str) -> None:
 
 
 def directional_derivative(
-    evaluate: Evaluate, flat_index: int, delta: complex, eps: float, where: str = ""
+    evaluate_at: Callable[[object], Sequence[np.ndarray | None]], delta, eps: float, where: str = ""
 ) -> list[np.ndarray | None]:
-    """Central difference of every checked output along one perturbation ``delta``."""
-    minus = evaluate(flat_index, -delta)
-    plus = evaluate(flat_index, delta)
+    """Central difference of every checked output along one perturbation ``delta`` (a scalar
+    for one element, an array for a whole input): ``(f(x + delta) - f(x - delta)) / (2·eps)``."""
+    minus = evaluate_at(-delta)
+    plus = evaluate_at(delta)
     columns: list[np.ndarray | None] = []
     for m, p in zip(minus, plus):
         if m is None:
@@ -53,6 +54,22 @@ def directional_derivative(
     return columns
 
 
+def wirtinger_derivative(
+    evaluate_at: Callable[[object], Sequence[np.ndarray | None]],
+    real_delta,
+    imag_delta,
+    eps: float,
+    where: str = "",
+) -> list[np.ndarray | None]:
+    """The derivative along ``real_delta``; for a complex input (``imag_delta`` given, an
+    imaginary perturbation) the conjugate Wirtinger combination ``ds/dx + 1j·ds/dy``."""
+    ds_dx = directional_derivative(evaluate_at, real_delta, eps, where)
+    if imag_delta is None:
+        return ds_dx
+    ds_dy = directional_derivative(evaluate_at, imag_delta, eps, where)
+    return [None if dx is None else dx + dy * 1j for dx, dy in zip(ds_dx, ds_dy)]
+
+
 def jacobian_column(
     evaluate: Evaluate, flat_index: int, eps: float, input_is_complex: bool, where: str = ""
 ) -> list[np.ndarray | None]:
@@ -61,11 +78,9 @@ def jacobian_column(
     A complex input is perturbed along 1 and along 1j and the two real derivatives are
     combined into the conjugate Wirtinger derivative ``ds/dx + 1j·ds/dy``.
     """
-    ds_dx = directional_derivative(evaluate, flat_index, eps, eps, where)
-    if not input_is_complex:
-        return ds_dx
-    ds_dy = directional_derivative(evaluate, flat_index, eps * 1j, eps, where)
-    return [None if dx is None else dx + dy * 1j for dx, dy in zip(ds_dx, ds_dy)]
+    return wirtinger_derivative(
+        lambda delta: evaluate(flat_index, delta), eps, eps * 1j if input_is_complex else None, eps, where
+    )
 
 
 def jacobian_columns(

@@ -1,13 +1,13 @@
 """The planner: turns one gradient check into a :class:`Plan` of independent units and the
-stages that judge them, in the reference's order.
+stages that judge them, in the reference's order (torch.autograd.gradcheck):
 
-Reference order (torch.autograd.gradcheck, backward mode):
-  1. for a function with complex outputs, the imaginary parts, then the real parts;
-     otherwise the function itself: numerical Jacobians of every input, then per output the
-     analytical Jacobian (reentrancy, sizes, dtypes) and its comparison with every input's;
-     a function with no differentiable output must have a zero numerical Jacobian;
-  2. zero grad-outputs must give zero grads;
-  3. with check_undefined_grad, backward must accept undefined grad-outputs.
+1. backward mode: for a function with complex outputs the imaginary parts, then the real
+   parts, else the function itself — slow mode compares full Jacobians, fast mode projections;
+2. forward mode (``check_forward_ad``): likewise, splitting complex *inputs* into imaginary
+   and real parts; then the undefined-tangent checks;
+3. batched forward gradients (``check_batched_forward_grad``), per input;
+4. batched gradients (``check_batched_grad``), per output;
+5. zero grad-outputs give zero grads; 6. undefined grad-outputs are accepted.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from distcheck.plan.stages import (
     Auxiliary,
     JacobianComparison,
     OutputInfo,
+    ProjectedComparison,
     Stage,
     ZeroNumericalJacobian,
 )
@@ -31,8 +32,10 @@ from distcheck.plan.subject import Subject, Variant
 from distcheck.plan.units import (
     AnalyticalRows,
     AuxiliaryCheck,
+    ForwardColumns,
     InputSlot,
     NumericalColumns,
+    NumericalProjection,
     OutputSlot,
     Unit,
 )
@@ -53,72 +56,144 @@ class Plan:
     stages: list[Stage]
 
 
-def _real_info(info: TensorInfo) -> TensorInfo:
-    """The real or imaginary part of a (complex) output."""
-    if not info.is_complex:
+def real_info(info: TensorInfo | None) -> TensorInfo | None:
+    """The real (or imaginary) part of a complex tensor; real tensors unchanged."""
+    if info is None or not info.is_complex:
         return info
     real = np.empty(0, dtype=info.dtype).real.dtype
     return TensorInfo(info.shape, real, str(real), False, True, info.requires_grad, info.is_double)
 
 
+def _numel(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
 class _Builder:
-    def __init__(self, options: CheckOptions, policy: ChunkPolicy, costs: Callable[[], Costs] | None):
-        self.options, self.policy = options, policy
+    def __init__(
+        self,
+        engine: Engine,
+        options: CheckOptions,
+        policy: ChunkPolicy,
+        costs: Callable[[], Costs] | None,
+    ):
+        self.engine, self.options, self.policy = engine, options, policy
         self._costs, self._measured = costs, None
+        self.variants: dict[str, Variant] = {}
+        self.data: dict[str, np.ndarray] = {}
         self.units: list[Unit] = []
         self.stages: list[Stage] = []
 
-    def costs(self) -> Costs | None:
-        if self.policy.needs_costs and self._costs is not None and self._measured is None:
-            self._measured = self._costs()
-        return self._measured
+    # -- bookkeeping ---------------------------------------------------------------------
 
     def add(self, unit: Unit) -> int:
         self.units.append(unit)
         return len(self.units) - 1
 
+    def store(self, key: str, array: np.ndarray) -> str:
+        self.data[key] = array
+        return key
+
+    def per_item(self, evaluations: float, of: str) -> float | None:
+        if not self.policy.needs_costs or self._costs is None:
+            return None
+        if self._measured is None:
+            self._measured = self._costs()
+        return evaluations * getattr(self._measured, of)
+
     def chunks(self, items: int, seconds_per_item: float | None) -> list[tuple[int, int]]:
         return self.policy.chunks(Workload(items, seconds_per_item)) or [(0, items)]
 
-    def numerical(
+    def auxiliary(self, check: str, variant: str = "f", **fields) -> None:
+        self.stages.append(Auxiliary(self.add(AuxiliaryCheck(variant, check, **fields))))
+
+    # -- units ---------------------------------------------------------------------------
+
+    def output_slots(self, outputs: Sequence[TensorInfo | None], wanted: Sequence[bool], input_info: TensorInfo):
+        return tuple(
+            OutputSlot(o.numel, str(input_info.dtype if input_info.is_complex else o.dtype)) if want else None
+            for o, want in zip(outputs, wanted)
+        )
+
+    def numerical_columns(
         self,
         variant: str,
-        inputs: Sequence[InputSlot],
-        infos: Sequence[TensorInfo],
-        outputs: Sequence[TensorInfo],
+        slot: InputSlot,
+        info: TensorInfo,
+        outputs: Sequence[TensorInfo | None],
         wanted: Sequence[bool],
-    ) -> tuple[tuple[int, ...], ...]:
-        """Column units for every differentiable input; blocks for the ``wanted`` outputs."""
-        costs = self.costs()
-        per_input = []
-        for slot in inputs:
-            info = infos[slot.position]
-            slots = tuple(
-                OutputSlot(o.numel, str(info.dtype if info.is_complex else o.dtype)) if want else None
-                for o, want in zip(outputs, wanted)
-            )
-            evaluations = 4 if info.is_complex else 2
-            per_item = None if costs is None else evaluations * costs.evaluation
-            per_input.append(
-                tuple(
-                    self.add(
-                        NumericalColumns(
-                            variant, slot.position, start, stop, self.options.eps, slot.shape, info.is_complex, slots
-                        )
-                    )
-                    for start, stop in self.chunks(slot.numel, per_item)
-                )
-            )
-        return tuple(per_input)
+        whole: bool = False,
+    ) -> list[NumericalColumns]:
+        slots = self.output_slots(outputs, wanted, info)
+        per_item = None if whole else self.per_item(4 if info.is_complex else 2, "evaluation")
+        ranges = [(0, slot.numel)] if whole else self.chunks(slot.numel, per_item)
+        return [
+            NumericalColumns(variant, slot.position, start, stop, self.options.eps, slot.shape, info.is_complex, slots)
+            for start, stop in ranges
+        ]
 
-    def analytical(self, variant: str, inputs: tuple[InputSlot, ...], output: OutputInfo) -> tuple[int, ...]:
-        costs = self.costs()
-        per_item = None if costs is None else 2 * costs.backward
-        numel = int(np.prod(output.shape, dtype=np.int64))
-        return tuple(
-            self.add(AnalyticalRows(variant, output.position, start, stop, inputs))
-            for start, stop in self.chunks(numel, per_item)
+    def analytical_rows(
+        self, variant: str, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
+    ) -> list[AnalyticalRows]:
+        numel = _numel(output.shape)
+        ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"))
+        return [AnalyticalRows(variant, output.position, start, stop, inputs) for start, stop in ranges]
+
+    def forward_columns(
+        self,
+        variant: str,
+        index: int,
+        inputs: tuple[InputSlot, ...],
+        outputs: Sequence[TensorInfo | None],
+        whole: bool = False,
+        vector: str | None = None,
+    ) -> list[ForwardColumns]:
+        slots = tuple(
+            OutputSlot(o.numel, str(o.dtype)) if o is not None and o.is_float_or_complex else None for o in outputs
         )
+        complex_outputs = tuple(o is not None and o.is_complex for o in outputs)
+        positions = tuple(s.position for s in inputs)
+        numel = inputs[index].numel
+        if vector is not None:
+            ranges = [(0, 1)]
+        else:
+            ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "evaluation"))
+        return [
+            ForwardColumns(variant, index, positions, start, stop, slots, complex_outputs, vector)
+            for start, stop in ranges
+        ]
+
+    def add_all(self, units: Sequence[Unit]) -> tuple[int, ...]:
+        return tuple(self.add(u) for u in units)
+
+    # -- random vectors (fast mode) ------------------------------------------------------
+
+    def unit_vectors(
+        self, prefix: str, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+    ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+        """u per input (two real vectors for a complex input: real and imaginary directions),
+        then v per output, drawn in torch's order; returns their subject.data keys."""
+        numels, dtypes, names, u = [], [], [], []
+        for i, info in enumerate(inputs):
+            keys = tuple(f"{prefix}/u{i}{part}" for part in (("r", "i") if info.is_complex else ("r",)))
+            u.append(keys)
+            names += keys
+            numels += [info.numel] * len(keys)
+            dtypes += [real_info(info).dtype] * len(keys)
+        v = tuple(f"{prefix}/v{k}" for k in range(len(outputs)))
+        names += v
+        numels += [o.numel for o in outputs]
+        dtypes += [o.dtype for o in outputs]
+        for name, vector in zip(names, self.engine.random_unit_vectors(numels, dtypes)):
+            self.store(name, vector)
+        return tuple(u), v
+
+
+def _diff_slots(input_infos: Sequence[TensorInfo | None]) -> tuple[InputSlot, ...]:
+    return tuple(
+        InputSlot(p, info.shape, str(info.dtype))
+        for p, info in enumerate(input_infos)
+        if info is not None and info.requires_grad
+    )
 
 
 def plan_gradcheck(
@@ -131,55 +206,149 @@ def plan_gradcheck(
     policy: ChunkPolicy | None = None,
     costs: Callable[[], Costs] | None = None,
 ) -> Plan:
-    """The plan of a backward-mode check of ``func`` at ``inputs``.
+    """The plan of a check of ``func`` at ``inputs``.
 
     ``input_infos``/``output_infos`` describe the inputs and the outputs of ``func(*inputs)``
     (None for values that are not tensors).
     """
-    builder = _Builder(options, policy or Whole(), costs)
-    diff_inputs = tuple(
-        InputSlot(p, info.shape, str(info.dtype))
-        for p, info in enumerate(input_infos)
-        if info is not None and info.requires_grad
-    )
-    variants = {"f": Variant(func, inputs)}
+    b = _Builder(engine, options, policy or Whole(), costs)
+    b.per_item(1, "evaluation")  # measure the costs now if the policy uses them
+    b.variants["f"] = Variant(func, inputs)
+    diff = _diff_slots(input_infos)
+
     if options.check_backward_ad:
         complex_outputs = any(o is not None and o.is_complex for o in output_infos)
-        parts = ("imag", "real") if complex_outputs else (None,)
-        for part in parts:
+        for part in ("imag", "real") if complex_outputs else (None,):
             key = part or "f"
-            if part is not None:
-                variants[key] = Variant(engine.output_part(func, part, len(inputs)), inputs)
-            infos = [None if o is None else _real_info(o) if part else o for o in output_infos]
-            _plan_variant(builder, key, part, diff_inputs, input_infos, infos, output_infos)
-        builder.stages.append(Auxiliary(builder.add(AuxiliaryCheck("f", "zero_grad_output", bool(options.masked)))))
+            if part:
+                b.variants[key] = Variant(engine.output_part(func, part, len(inputs)), inputs)
+            outputs = [real_info(o) if part else o for o in output_infos]
+            _plan_backward(b, key, part, diff, input_infos, outputs, output_infos)
+
+    if options.check_forward_ad:
+        complex_inputs = any(i is not None and i.is_complex and i.requires_grad for i in input_infos)
+        variants = []
+        for part in ("imag", "real") if complex_inputs else (None,):
+            key = f"inputs-{part}" if part else "f"
+            infos = list(input_infos)
+            if part:
+                b.variants[key] = Variant(*engine.input_part(func, inputs, part))
+                infos = [real_info(i) for i in input_infos]
+            was_complex = tuple(input_infos[s.position].is_complex for s in diff)
+            _plan_forward(b, key, part, _diff_slots(infos), infos, output_infos, was_complex)
+            variants.append((key, infos))
         if options.check_undefined_grad:
-            builder.stages.append(Auxiliary(builder.add(AuxiliaryCheck("f", "undefined_grad"))))
-    return Plan(Subject(engine.name, variants), builder.units, builder.stages)
+            for key, infos in variants:
+                slots = [infos[s.position] for s in _diff_slots(infos)]
+                u, _ = b.unit_vectors(f"{key}/undefined", slots, [])
+                b.auxiliary("undefined_forward_grad", key, vectors=tuple(keys[0] for keys in u))
+
+    if options.check_batched_forward_grad:
+        for slot in diff:
+            info = input_infos[slot.position]
+            draws = engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
+            keys = tuple(b.store(f"batched-forward/{slot.position}/{n}", d) for n, d in enumerate(draws))
+            b.auxiliary("batched_forward_grad", index=slot.position, vectors=keys)
+
+    if options.check_backward_ad:
+        if options.check_batched_grad:
+            for position, info in enumerate(output_infos):
+                if info is None or not info.requires_grad:
+                    continue
+                draws = engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
+                keys = tuple(b.store(f"batched/{position}/{n}", d) for n, d in enumerate(draws))
+                b.auxiliary("batched_grad", index=position, vectors=keys)
+        b.auxiliary("zero_grad_output", masked=bool(options.masked))
+        if options.check_undefined_grad:
+            b.auxiliary("undefined_grad")
+    return Plan(Subject(engine.name, b.variants, b.data, b._measured), b.units, b.stages)
 
 
-def _plan_variant(
-    builder: _Builder,
+def _plan_backward(
+    b: _Builder,
     key: str,
     part: str | None,
-    diff_inputs: tuple[InputSlot, ...],
+    diff: tuple[InputSlot, ...],
     input_infos: Sequence[TensorInfo | None],
     outputs: Sequence[TensorInfo | None],
     original_outputs: Sequence[TensorInfo | None],
 ) -> None:
     differentiable = [o is not None and o.requires_grad for o in outputs]
-    float_outputs = [o is not None and o.is_float_or_complex for o in outputs]
-    placeholder = TensorInfo((), np.dtype(np.float64), "", False, False, False)
-    outputs_or_placeholder = [o or placeholder for o in outputs]
-    if not any(differentiable):
-        numerical = builder.numerical(key, diff_inputs, input_infos, outputs_or_placeholder, float_outputs)
-        builder.stages.append(ZeroNumericalJacobian(key, numerical))
-        return
-    numerical = builder.numerical(key, diff_inputs, input_infos, outputs_or_placeholder, differentiable)
-    infos = tuple(
+    floats = [o is not None and o.is_float_or_complex for o in outputs]
+    checked = tuple(
         OutputInfo(p, o.shape, bool(part) and original_outputs[p].is_complex)
         for p, o in enumerate(outputs)
         if differentiable[p]
     )
-    analytical = tuple(builder.analytical(key, diff_inputs, o) for o in infos)
-    builder.stages.append(JacobianComparison(key, diff_inputs, infos, numerical, analytical, part))
+    infos = [input_infos[s.position] for s in diff]
+    if b.options.fast_mode:
+        u, v = b.unit_vectors(key, infos, [outputs[o.position] for o in checked])
+        wanted = differentiable if checked else floats
+        numerical = tuple(
+            b.add(NumericalProjection(key, s.position, keys, b.options.eps, tuple(wanted))) for s, keys in zip(diff, u)
+        )
+        if not checked:
+            b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), b.options.nondet_tol))
+            return
+        analytical = tuple(b.add(AnalyticalRows(key, o.position, 0, 1, diff, vector=vk)) for o, vk in zip(checked, v))
+        explain = {
+            (i, k): (
+                b.numerical_columns(key, s, info, outputs, differentiable, whole=True)[0],
+                b.analytical_rows(key, diff, o, whole=True)[0],
+            )
+            for i, (s, info) in enumerate(zip(diff, infos))
+            for k, o in enumerate(checked)
+        }
+        b.stages.append(ProjectedComparison(key, "backward", diff, checked, numerical, analytical, u, v, explain, part))
+        return
+    if not checked:
+        numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
+        b.stages.append(ZeroNumericalJacobian(key, numerical))
+        return
+    numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
+    analytical = tuple(b.add_all(b.analytical_rows(key, diff, o)) for o in checked)
+    b.stages.append(JacobianComparison(key, "backward", diff, checked, numerical, analytical, part))
+
+
+def _plan_forward(
+    b: _Builder,
+    key: str,
+    part: str | None,
+    diff: tuple[InputSlot, ...],
+    input_infos: Sequence[TensorInfo | None],
+    outputs: Sequence[TensorInfo | None],
+    was_complex: tuple[bool, ...],
+) -> None:
+    differentiable = [o is not None and o.requires_grad for o in outputs]
+    floats = [o is not None and o.is_float_or_complex for o in outputs]
+    infos = [input_infos[s.position] for s in diff]
+    if b.options.fast_mode:
+        # torch's fast forward mode compares every float output (no tangent counts as zero)
+        checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if floats[p])
+        u, _ = b.unit_vectors(key, infos, [])
+        numerical = tuple(
+            b.add(NumericalProjection(key, s.position, keys, b.options.eps, tuple(floats))) for s, keys in zip(diff, u)
+        )
+        analytical = tuple(
+            b.add_all(b.forward_columns(key, i, diff, outputs, vector=keys[0]))[0] for i, keys in enumerate(u)
+        )
+        explain = {
+            (i, k): (
+                b.numerical_columns(key, s, info, outputs, floats, whole=True)[0],
+                b.forward_columns(key, i, diff, outputs, whole=True)[0],
+            )
+            for i, (s, info) in enumerate(zip(diff, infos))
+            for k in range(len(checked))
+        }
+        b.stages.append(
+            ProjectedComparison(key, "forward", diff, checked, numerical, analytical, u, (), explain, part, was_complex)
+        )
+        return
+    if not any(differentiable):
+        numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
+        b.stages.append(ZeroNumericalJacobian(key, numerical))
+        return
+    checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if differentiable[p])
+    numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
+    analytical = tuple(b.add_all(b.forward_columns(key, i, diff, outputs)) for i in range(len(diff)))
+    b.stages.append(JacobianComparison(key, "forward", diff, checked, numerical, analytical, part, was_complex))

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distcheck.plan.units import InputSlot
+from distcheck.plan.units import InputSlot, Unit
 
 
 @dataclass(frozen=True)
 class OutputInfo:
-    """A differentiable output of the checked function variant."""
+    """A checked output of the function variant."""
 
     position: int  # among all the function's outputs
     shape: tuple[int, ...]
@@ -22,26 +22,55 @@ class OutputInfo:
 
 @dataclass(frozen=True)
 class JacobianComparison:
-    """Numerical vs analytical (backward-mode) Jacobians of one variant, element-wise.
+    """Numerical vs analytical Jacobians of one variant, element by element (slow mode).
 
-    ``numerical[i]`` lists the column units of differentiable input i, in column order;
-    ``analytical[k]`` the row units of differentiable output k, in row order.
+    ``numerical[i]`` lists the column units of differentiable input i. Backward mode:
+    ``analytical[k]`` lists the row units of output k; forward mode: ``analytical[i]`` lists the
+    forward column units of input i.
     """
 
     variant: str
+    mode: str  # "backward" | "forward"
     inputs: tuple[InputSlot, ...]
     outputs: tuple[OutputInfo, ...]
     numerical: tuple[tuple[int, ...], ...]
     analytical: tuple[tuple[int, ...], ...]
-    part: str | None = None  # "real" / "imag": which part of complex outputs is checked
+    part: str | None = None  # "real" / "imag": which part of complex outputs (backward) / inputs (forward)
+    input_was_complex: tuple[bool, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProjectedComparison:
+    """Fast mode: Jacobians projected on random vectors, ``vᵀ(J_num u)`` vs ``(vᵀJ_ana)·u``
+    (backward) or ``J_num u`` vs ``J_ana u`` (forward), with atol scaled by sum(u)·sum(v).
+
+    ``numerical[i]``: the projection unit of input i; ``analytical``: per output (backward) or
+    per input (forward). ``u[i]``: subject.data keys of input i's vector(s); ``v[k]``: output k's.
+    ``explain[(i, k)]``: the slow-mode units (numerical, analytical) run only on failure, to show
+    the full Jacobian blocks.
+    """
+
+    variant: str
+    mode: str
+    inputs: tuple[InputSlot, ...]
+    outputs: tuple[OutputInfo, ...]
+    numerical: tuple[int, ...]
+    analytical: tuple[int, ...]
+    u: tuple[tuple[str, ...], ...]
+    v: tuple[str, ...]
+    explain: dict[tuple[int, int], tuple[Unit, Unit]]
+    part: str | None = None
+    input_was_complex: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
 class ZeroNumericalJacobian:
-    """A function without differentiable outputs: its numerical Jacobian must be zero."""
+    """A function without differentiable outputs: its numerical derivatives must vanish —
+    exactly (slow mode: the Jacobian), or within ``tolerance`` (fast mode: projections)."""
 
     variant: str
     numerical: tuple[tuple[int, ...], ...]
+    tolerance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -51,4 +80,4 @@ class Auxiliary:
     unit: int
 
 
-Stage = JacobianComparison | ZeroNumericalJacobian | Auxiliary
+Stage = JacobianComparison | ProjectedComparison | ZeroNumericalJacobian | Auxiliary

@@ -46,17 +46,26 @@ def mismatch(
         f"numerical:{format_block(numerical)}\nanalytical:{format_block(analytical)}\n"
     )
     worst = worst_element(analytical, numerical, rtol, atol)
-    if worst is not None:
+    if worst is None:
+        return text
+    tolerance = f"allowed {worst.allowed:.3g} (atol {atol:g} + rtol {rtol:g}·|numerical|)"
+    values = (
+        f"analytical {_value(worst.actual)}, numerical {_value(worst.expected)}, "
+        f"|difference| {worst.difference:.3g} > {tolerance}"
+    )
+    if analytical.ndim == 2:
         outside = int((~close_mask(analytical, numerical, rtol, atol)).sum())
-        text += (
+        return text + (
             f"\nLargest violation: input {input_index} element {_index(worst.row, input_shape)} "
             f"(Jacobian row {worst.row}), output {output_index} element {_index(worst.column, output_shape)} "
-            f"(column {worst.column}): analytical {_value(worst.actual)}, numerical {_value(worst.expected)}, "
-            f"|difference| {worst.difference:.3g} > allowed {worst.allowed:.3g} "
-            f"(atol {atol:g} + rtol {rtol:g}·|numerical|); {outside} of {analytical.size} elements outside "
-            f"the tolerance.\n"
+            f"(column {worst.column}): {values}; {outside} of {analytical.size} elements outside the tolerance.\n"
         )
-    return text
+    if analytical.ndim == 1:  # fast forward mode: J·u, one value per output element
+        return text + (
+            f"\nLargest violation of the projection J·u: output {output_index} element "
+            f"{_index(worst.row, output_shape)}: {values} (atol scaled by sum(u)).\n"
+        )
+    return text + f"\nProjections vᵀJu: {values} (atol scaled by sum(u)·sum(v)).\n"
 
 
 def not_reentrant(nondet_tol: float, input_index: int, difference: float) -> str:
@@ -66,3 +75,19 @@ def not_reentrant(nondet_tol: float, input_index: int, difference: float) -> str
         f"The tolerance for nondeterminism was {nondet_tol}. (Largest difference between two runs: "
         f"{difference:.3g}, for input {input_index}.)" + FAILED_NONDET_NOTE
     )
+
+
+FAST_FAIL_SLOW_OK_NOTE = """Fast gradcheck failed but element-wise differences are small. This means that the
+test might've passed in slow_mode! If that is expected for your op, call gradcheck/gradgradcheck
+with `fast_mode=False` (for an OpInfo-based test: set the OpInfo's `gradcheck_fast_mode=False`)."""
+
+
+def slow_mode_explanation(numerical: str, analytical: str, max_difference: float, slow_would_pass: bool) -> str:
+    text = (
+        "\nThe above quantities relating the numerical and analytical jacobians are computed \n"
+        "in fast mode (projections on random vectors). Below, we recompute numerical and analytical "
+        "jacobians in slow mode:\n\n"
+        f"Numerical:\n {numerical}\nAnalytical:\n{analytical}\n\n"
+        f"The max per-element difference (slow mode) is: {max_difference}.\n"
+    )
+    return text + (FAST_FAIL_SLOW_OK_NOTE if slow_would_pass else "")

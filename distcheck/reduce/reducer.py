@@ -4,28 +4,34 @@ reference's order, raising the first failure (a GradcheckError or the exception 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from distcheck.engines import Engine
 from distcheck.executors.base import Results
-from distcheck.numerics.compare import allclose
+from distcheck.numerics.compare import adjusted_atol, allclose, max_abs_difference
 from distcheck.options import CheckOptions
 from distcheck.plan.planner import Plan
-from distcheck.plan.stages import Auxiliary, JacobianComparison, ZeroNumericalJacobian
-from distcheck.plan.units import RowsResult
-from distcheck.reduce import messages
+from distcheck.plan.stages import Auxiliary, JacobianComparison, ProjectedComparison, ZeroNumericalJacobian
+from distcheck.plan.units import Unit
+from distcheck.reduce import jacobians, messages
+
+RunMore = Callable[[Sequence[Unit]], Results]  # runs follow-up units (fast-mode failure explanations)
 
 
 class Reducer:
-    def __init__(self, plan: Plan, results: Results, options: CheckOptions, engine: Engine):
+    def __init__(
+        self, plan: Plan, results: Results, options: CheckOptions, engine: Engine, run_more: RunMore | None = None
+    ):
         self.plan, self.results, self.options, self.engine = plan, results, options, engine
+        self.run_more = run_more
         self.fail: Callable[[str], Exception] = engine.error_class
 
     def run(self) -> None:
         handlers = {
             JacobianComparison: self.jacobian_comparison,
+            ProjectedComparison: self.projected_comparison,
             ZeroNumericalJacobian: self.zero_numerical,
             Auxiliary: self.auxiliary,
         }
@@ -35,86 +41,166 @@ class Reducer:
     def value(self, unit: int):
         return self.results.get(unit).unwrap()
 
-    def numerical_jacobians(self, units_per_input: tuple[tuple[int, ...], ...]) -> list[list[np.ndarray | None]]:
-        """``[input][output position]`` numerical Jacobians, stacked from column chunks."""
-        jacobians = []
-        for units in units_per_input:
-            chunks = [self.value(u) for u in units]
-            jacobians.append([None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*chunks)])
-        return jacobians
+    # -- shared checks -------------------------------------------------------------------
 
-    def analytical_jacobians(self, units: tuple[int, ...]) -> RowsResult:
-        """One output's analytical Jacobians (one per input), stacked from row chunks."""
-        chunks: list[RowsResult] = [self.value(u) for u in units]
-        blocks = [np.concatenate(parts, axis=1) for parts in zip(*(c.blocks for c in chunks))]
-        # NaN propagates as in torch's max(): a NaN difference never fails reentrancy
-        repeat = [float(np.max(d)) for d in zip(*(c.repeat_difference for c in chunks))]
-        wrong_size = next((c.wrong_size for c in chunks if c.wrong_size), None)
-        wrong_dtype = next((c.wrong_dtype for c in chunks if c.wrong_dtype), None)
-        return RowsResult(blocks, repeat, wrong_size, wrong_dtype)
+    def check_attributes(self, rows) -> None:
+        """Size, dtype and reentrancy of an output's analytical Jacobians (backward mode)."""
+        o = self.options
+        # Sizes are always checked, dtypes with check_grad_dtypes. (torch 2.13 swaps the two
+        # flags internally; its autograd engine coerces gradients so neither can differ there.)
+        if rows.wrong_dtype and o.check_grad_dtypes:
+            raise self.fail(f"Gradient has dtype mismatch: {rows.wrong_dtype}")
+        if rows.wrong_size:
+            raise self.fail(f"Analytical gradient has incorrect size: {rows.wrong_size}")
+        for i, difference in enumerate(rows.repeat_difference):
+            if difference > o.nondet_tol:
+                raise self.fail(messages.not_reentrant(o.nondet_tol, i, difference))
+
+    def check_forward_dtypes(self, columns) -> None:
+        if columns.dtype_mismatch and self.options.check_grad_dtypes:
+            raise self.fail("Forward AD gradient has dtype mismatch.")
+
+    def mismatch(self, stage, a, n, k: int, i: int, atol: float) -> str:
+        forward = stage.mode == "forward"
+        was_complex = stage.input_was_complex[i] if forward else stage.outputs[k].was_complex
+        return messages.mismatch(
+            self.engine.format_block,
+            a,
+            n,
+            k,
+            i,
+            rtol=self.options.rtol,
+            atol=atol,
+            input_shape=stage.inputs[i].shape,
+            output_shape=stage.outputs[k].shape,
+            part=stage.part if was_complex else None,
+            mode="computed with forward mode " if forward else "",
+            element="inputs" if forward else "outputs",
+        )
+
+    # -- stages --------------------------------------------------------------------------
 
     def jacobian_comparison(self, stage: JacobianComparison) -> None:
+        numerical = jacobians.numerical(self.value, stage.numerical)
+        if stage.mode == "forward":  # all forward Jacobians first, then the comparisons
+            columns = [jacobians.forward(self.value, units) for units in stage.analytical]
+            for c in columns:
+                self.check_forward_dtypes(c)
+            for k, output in enumerate(stage.outputs):
+                self.compare_output(stage, k, [c.blocks[output.position] for c in columns], numerical)
+            return
+        for k, units in enumerate(stage.analytical):  # per output: its attributes, then its comparisons
+            rows = jacobians.backward(self.value, units)
+            self.check_attributes(rows)
+            self.compare_output(stage, k, rows.blocks, numerical)
+
+    def compare_output(self, stage, k: int, analytical: list[np.ndarray], numerical) -> None:
         o = self.options
-        numerical = self.numerical_jacobians(stage.numerical)
-        for k, output in enumerate(stage.outputs):
-            analytical = self.analytical_jacobians(stage.analytical[k])
-            # Sizes are always checked, dtypes with check_grad_dtypes. (torch 2.13 swaps the two
-            # flags internally; its autograd engine coerces gradients so neither can differ there.)
-            if analytical.wrong_dtype and o.check_grad_dtypes:
-                raise self.fail(f"Gradient has dtype mismatch: {analytical.wrong_dtype}")
-            if analytical.wrong_size:
-                raise self.fail(f"Analytical gradient has incorrect size: {analytical.wrong_size}")
-            for i, difference in enumerate(analytical.repeat_difference):
-                if difference > o.nondet_tol:
-                    raise self.fail(messages.not_reentrant(o.nondet_tol, i, difference))
-            for i, slot in enumerate(stage.inputs):
-                a, n = analytical.blocks[i], numerical[i][output.position]
-                if not allclose(a, n, o.rtol, o.atol):
-                    raise self.fail(
-                        messages.mismatch(
-                            self.engine.format_block,
-                            a,
-                            n,
-                            k,
-                            i,
-                            rtol=o.rtol,
-                            atol=o.atol,
-                            input_shape=slot.shape,
-                            output_shape=output.shape,
-                            part=stage.part if output.was_complex else None,
-                        )
-                    )
+        position = stage.outputs[k].position
+        for i in range(len(stage.inputs)):
+            a, n = analytical[i], numerical[i][position]
+            if a is None:
+                a = np.zeros_like(n)
+            if not allclose(a, n, o.rtol, o.atol):
+                raise self.fail(self.mismatch(stage, a, n, k, i, o.atol))
+
+    def projected_comparison(self, stage: ProjectedComparison) -> None:
+        o, data = self.options, self.plan.subject.data
+        projections = [self.value(unit) for unit in stage.numerical]  # [input][output position]: J u
+        if stage.mode == "forward":
+            columns = [self.value(unit) for unit in stage.analytical]
+            for c in columns:
+                self.check_forward_dtypes(c)
+
+            def pair(i, k):
+                position = stage.outputs[k].position
+                tangent = columns[i].blocks[position]
+                return tangent.reshape(-1), projections[i][position], None
+
+        else:
+            rows = [self.value(unit) for unit in stage.analytical]
+            for r in rows:
+                self.check_attributes(r)
+
+            def pair(i, k):
+                vj = rows[k].blocks[i].reshape(-1)
+                u = [data[key] for key in stage.u[i]]
+                a = vj.real @ u[0] + 1j * (vj.imag @ u[1]) if np.iscomplexobj(vj) else vj @ u[0]
+                v = data[stage.v[k]]
+                return np.asarray(a), np.asarray(np.sum(v * projections[i][stage.outputs[k].position])), v
+
+        for i in range(len(stage.inputs)):
+            u_sums = tuple(float(data[key].sum()) for key in stage.u[i])
+            for k in range(len(stage.outputs)):
+                a, n, v = pair(i, k)
+                atol = adjusted_atol(o.atol, u_sums, None if v is None else float(v.sum()))
+                if not allclose(a, n, o.rtol, atol):
+                    raise self.fail(self.mismatch(stage, a, n, k, i, atol) + self.explain(stage, i, k))
+
+    def explain(self, stage: ProjectedComparison, i: int, k: int) -> str:
+        """The full Jacobian blocks behind a failed projection (run now, in slow mode)."""
+        if self.run_more is None:
+            return ""
+        numerical_unit, analytical_unit = stage.explain[(i, k)]
+        results = self.run_more([numerical_unit, analytical_unit])
+        try:
+            position = stage.outputs[k].position
+            n = results.get(0).unwrap()[position]
+            if stage.mode == "forward":
+                a = results.get(1).unwrap().blocks[position]
+            else:
+                a = results.get(1).unwrap().blocks[i]
+        finally:
+            results.close()
+        if a is None:
+            a = np.zeros_like(n)
+        return messages.slow_mode_explanation(
+            self.engine.format_block(n),
+            self.engine.format_block(a),
+            max_abs_difference(n, a),
+            allclose(a, n, self.options.rtol, self.options.atol),
+        )
 
     def zero_numerical(self, stage: ZeroNumericalJacobian) -> None:
-        for per_output in self.numerical_jacobians(stage.numerical):
+        for per_output in jacobians.numerical(self.value, stage.numerical):
             for jacobian in per_output:
-                if jacobian is not None and np.count_nonzero(jacobian != 0):  # NaN counts as nonzero
+                if jacobian is None or jacobian.size == 0:
+                    continue
+                if stage.tolerance is None:
+                    nonzero = np.count_nonzero(jacobian != 0)  # NaN counts as nonzero
+                else:
+                    nonzero = max_abs_difference(jacobian, np.zeros_like(jacobian)) > stage.tolerance
+                if nonzero:
                     raise self.fail("Numerical gradient for function expected to be zero")
 
     def auxiliary(self, stage: Auxiliary) -> None:
         self.value(stage.unit)
 
 
-def reduce(plan: Plan, results: Results, options: CheckOptions, engine: Engine) -> None:
+def reduce(
+    plan: Plan, results: Results, options: CheckOptions, engine: Engine, run_more: RunMore | None = None
+) -> None:
     """Judge a plan's results; raises the first failure in the reference's order."""
-    Reducer(plan, results, options, engine).run()
+    Reducer(plan, results, options, engine, run_more).run()
 
 
 def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]:
-    """Every Jacobian a plan computes, by ``(variant, "numerical"|"analytical", input, output)``
-    (without judging them): for tests and tools that compare executors."""
-    reducer = Reducer(plan, results, CheckOptions(), _NoEngine())
-    jacobians: dict[tuple, np.ndarray] = {}
+    """Every slow-mode Jacobian a plan computes, by ``(variant, mode, "numerical"|"analytical",
+    input, output)``, without judging them: for tests and tools that compare executors."""
+    value = lambda unit: results.get(unit).unwrap()  # noqa: E731
+    found: dict[tuple, np.ndarray] = {}
     for stage in plan.stages:
-        if isinstance(stage, JacobianComparison):
-            numerical = reducer.numerical_jacobians(stage.numerical)
-            for k, output in enumerate(stage.outputs):
-                analytical = reducer.analytical_jacobians(stage.analytical[k])
-                for i in range(len(stage.inputs)):
-                    jacobians[(stage.variant, "numerical", i, k)] = numerical[i][output.position]
-                    jacobians[(stage.variant, "analytical", i, k)] = analytical.blocks[i]
-    return jacobians
-
-
-class _NoEngine:
-    error_class = RuntimeError
+        if not isinstance(stage, JacobianComparison):
+            continue
+        numerical = jacobians.numerical(value, stage.numerical)
+        if stage.mode == "forward":
+            columns = [jacobians.forward(value, units) for units in stage.analytical]
+        else:
+            rows = [jacobians.backward(value, units) for units in stage.analytical]
+        for k, output in enumerate(stage.outputs):
+            for i in range(len(stage.inputs)):
+                key = (stage.variant, stage.mode)
+                found[key + ("numerical", i, k)] = numerical[i][output.position]
+                analytical = columns[i].blocks[output.position] if stage.mode == "forward" else rows[k].blocks[i]
+                found[key + ("analytical", i, k)] = analytical
+    return found

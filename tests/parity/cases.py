@@ -22,7 +22,7 @@ class Case:
     build: Callable[[], tuple]  # () -> (func, inputs) or (func, inputs, extra keyword arguments)
     kind: str = "grad"
     options: dict[str, Any] = field(default_factory=dict)
-    expect: str = "pass"  # what torch says (asserted too, so a case cannot silently go stale)
+    expect: str = "pass"  # torch's verdict in the default mode (asserted, so a case cannot silently go stale)
 
     def __str__(self) -> str:
         return self.name
@@ -157,4 +157,39 @@ GRADGRAD = [
     Case("gg_linear_is_zero", lambda: (lambda x: x * 3, (_t(3),)), kind="gradgrad"),
 ]
 
-ALL = CORRECT + WRONG + GRADGRAD
+MODE_CASES = [
+    Case("jvp_right", lambda: (tf.RightJvp.apply, (_t(4),))),
+    Case("jvp_wrong", lambda: (tf.WrongJvp.apply, (_t(4),))),
+    Case("item_in_backward", lambda: (tf.ItemInBackward.apply, (_t(3),))),
+    Case("small_error_everywhere", lambda: (tf.SmallErrorEverywhere.apply, (_t(6, offset=1.0),))),
+    Case("item_in_jvp", lambda: (tf.ItemInJvp.apply, (_t(3),))),
+    Case("gg_jvp_wrong", lambda: (tf.WrongJvp.apply, (_t(3),)), kind="gradgrad"),
+    Case("gg_wrong_forward_over_reverse", lambda: (tf.WrongForwardOverReverse.apply, (_t(3),)), kind="gradgrad"),
+    Case("gg_item_in_double_backward", lambda: (tf.ItemInDoubleBackward.apply, (_t(3),)), kind="gradgrad"),
+    Case(
+        "gg_non_contiguous_grad_outputs",
+        lambda: (lambda x: (x * x).sum(1), (_t(3, 4),)),
+        kind="gradgrad",
+        options={"gen_non_contig_grad_outputs": True},
+    ),
+]
+
+ALL = CORRECT + WRONG + GRADGRAD + MODE_CASES
+
+# Every option of gradcheck / gradgradcheck besides the defaults; each case runs in each mode.
+GRAD_MODES = {
+    "fast": {"fast_mode": True},
+    "forward": {"check_forward_ad": True},
+    "forward_only": {"check_forward_ad": True, "check_backward_ad": False, "check_undefined_grad": False},
+    "forward_fast": {"check_forward_ad": True, "fast_mode": True},
+    "batched": {"check_batched_grad": True},
+    "batched_forward": {"check_forward_ad": True, "check_batched_forward_grad": True},
+    "batched_fast": {"check_batched_grad": True, "fast_mode": True},
+}
+GRADGRAD_MODES = {
+    "fast": {"fast_mode": True},
+    "fwd_over_rev": {"check_fwd_over_rev": True},
+    "fwd_over_rev_only": {"check_fwd_over_rev": True, "check_rev_over_rev": False, "check_undefined_grad": False},
+    "batched": {"check_batched_grad": True},
+    "non_contiguous": {"gen_non_contig_grad_outputs": True},
+}

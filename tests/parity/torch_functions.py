@@ -199,3 +199,154 @@ def threshold_select(x):
 
 def raises_value_error(x):
     raise ValueError("user function failed")
+
+
+class WrongJvp(torch.autograd.Function):
+    """sin with a right backward and a wrong forward-mode derivative (jvp 2× too large)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.x = x
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos()
+
+    @staticmethod
+    def jvp(ctx, t):
+        return 2 * t * ctx.x.cos()
+
+
+class RightJvp(torch.autograd.Function):
+    """sin with right backward and jvp."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.x = x
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos()
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * ctx.x.cos()
+
+
+class ItemInBackward(torch.autograd.Function):
+    """x * 3 whose backward calls .item(): right gradients, but it breaks under vmap."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        scale = torch.tensor(3.0, dtype=g.dtype).item()
+        return g * scale + 0 * g.sum().item()
+
+
+class SmallErrorEverywhere(torch.autograd.Function):
+    """exp whose gradient is off by 2e-5 in every element: each element is within the slow
+    tolerance (atol 1e-5 + rtol 1e-3·|J|) only for large enough |J|; projections add up."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (y + 4e-3 * y.abs())
+
+
+class ItemInJvp(torch.autograd.Function):
+    """x * 3 whose jvp calls .item(): right tangents, but it breaks under vmap."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * torch.tensor(3.0, dtype=t.dtype).item() + 0 * t.sum().item()
+
+
+class _SquareGrad(torch.autograd.Function):
+    """g·2x with a right backward and a wrong jvp (forward-over-reverse is wrong)."""
+
+    @staticmethod
+    def forward(ctx, x, g):
+        ctx.save_for_backward(x, g)
+        ctx.primal = (x, g)
+        return g * 2 * x
+
+    @staticmethod
+    def backward(ctx, gg):
+        x, g = ctx.saved_tensors
+        return gg * 2 * g, gg * 2 * x
+
+    @staticmethod
+    def jvp(ctx, tx, tg):
+        x, g = ctx.primal
+        return 3 * (tg * x + g * tx)  # should be 2·(...)
+
+
+class WrongForwardOverReverse(torch.autograd.Function):
+    """x²: right first and second derivatives in reverse mode, wrong forward-over-reverse."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.x = x
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _SquareGrad.apply(x, g)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return 2 * ctx.x * t
+
+
+class _ItemGrad(torch.autograd.Function):
+    """g·2x whose own backward calls .item(): breaks batched second derivatives."""
+
+    @staticmethod
+    def forward(ctx, x, g):
+        ctx.save_for_backward(x, g)
+        return g * 2 * x
+
+    @staticmethod
+    def backward(ctx, gg):
+        x, g = ctx.saved_tensors
+        two = torch.tensor(2.0, dtype=gg.dtype).item() + 0 * gg.sum().item()
+        return gg * two * g, gg * two * x
+
+
+class ItemInDoubleBackward(torch.autograd.Function):
+    """x² whose double backward breaks under vmap."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _ItemGrad.apply(x, g)

@@ -69,11 +69,13 @@ def test_chunking_splits_columns_and_rows():
 
 
 @pytest.mark.parametrize("size", [1, 2, 5])
-def test_chunked_jacobians_are_bitwise_identical_to_whole(size):
+@pytest.mark.parametrize("forward", [False, True])
+def test_chunked_jacobians_are_bitwise_identical_to_whole(size, forward):
     inputs = (_x(2, 3, dtype=torch.complex128), _x(3))
     func = lambda z, y: (z * y).sin()  # noqa: E731
-    whole_plan = plan_check(func, inputs, CheckOptions(), SerialExecutor())[1]
-    chunked_plan = plan_check(func, inputs, CheckOptions(), ChunkedSerial(size))[1]
+    options = CheckOptions(check_forward_ad=forward)
+    whole_plan = plan_check(func, inputs, options, SerialExecutor())[1]
+    chunked_plan = plan_check(func, inputs, options, ChunkedSerial(size))[1]
     whole = assembled_jacobians(whole_plan, SerialExecutor().submit(whole_plan.subject, whole_plan.units))
     chunked = assembled_jacobians(chunked_plan, SerialExecutor().submit(chunked_plan.subject, chunked_plan.units))
     assert whole.keys() == chunked.keys() and whole
@@ -93,5 +95,39 @@ def test_numerical_blocks_have_the_reference_layout():
     a = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
     _, plan = plan_check(lambda x: a @ x, (_x(3),), CheckOptions(), SerialExecutor())
     jacobians = assembled_jacobians(plan, SerialExecutor().submit(plan.subject, plan.units))
-    np.testing.assert_allclose(jacobians[("f", "numerical", 0, 0)], a.numpy().T, atol=1e-8)
-    np.testing.assert_array_equal(jacobians[("f", "analytical", 0, 0)], a.numpy().T)
+    np.testing.assert_allclose(jacobians[("f", "backward", "numerical", 0, 0)], a.numpy().T, atol=1e-8)
+    np.testing.assert_array_equal(jacobians[("f", "backward", "analytical", 0, 0)], a.numpy().T)
+
+
+def test_fast_mode_plans_projections_and_keeps_the_global_rng():
+    from distcheck.plan.stages import ProjectedComparison
+
+    torch.manual_seed(3)
+    before = torch.get_rng_state()
+    _, plan = plan_check(torch.sin, (_x(4, 5),), CheckOptions(fast_mode=True), SerialExecutor())
+    assert torch.equal(before, torch.get_rng_state())
+    stage = plan.stages[0]
+    assert isinstance(stage, ProjectedComparison)
+    u, v = plan.subject.data[stage.u[0][0]], plan.subject.data[stage.v[0]]
+    assert u.shape == (20,) and v.shape == (20,)
+    assert abs(np.linalg.norm(u) - 1) < 1e-12 and (u >= 0).all()
+
+
+def test_forward_mode_of_complex_inputs_checks_imaginary_then_real_parts():
+    _, plan = plan_check(torch.sin, (_x(3, dtype=torch.complex128),), CheckOptions(check_forward_ad=True), SerialExecutor())
+    forward = [s for s in plan.stages if isinstance(s, JacobianComparison) and s.mode == "forward"]
+    assert [s.part for s in forward] == ["imag", "real"]
+
+
+def test_batched_checks_come_after_the_jacobians():
+    options = CheckOptions(check_forward_ad=True, check_batched_forward_grad=True, check_batched_grad=True)
+    _, plan = plan_check(lambda x, y: x * y, (_x(3), _x(3)), options, SerialExecutor())
+    checks = [plan.units[s.unit].check for s in plan.stages if isinstance(s, Auxiliary)]
+    assert checks == [
+        "undefined_forward_grad",
+        "batched_forward_grad",
+        "batched_forward_grad",
+        "batched_grad",
+        "zero_grad_output",
+        "undefined_grad",
+    ]

@@ -1,0 +1,76 @@
+"""Numerical units: finite differences (the function is only evaluated, never differentiated)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distcheck.engines import Engine
+from distcheck.numerics.finite_differences import jacobian_columns, wirtinger_derivative
+from distcheck.plan.subject import Subject
+from distcheck.plan.units.slots import OutputSlot
+
+
+@dataclass(frozen=True)
+class NumericalColumns:
+    """Finite-difference columns ``start:stop`` of one input, for every checked output.
+
+    Returns one block per function output (None where not checked), of shape
+    ``(stop - start, output numel)``: input elements down, output elements across.
+    """
+
+    variant: str
+    position: int  # the input's position in the variant's inputs
+    start: int
+    stop: int
+    eps: float
+    shape: tuple[int, ...]
+    is_complex: bool
+    outputs: tuple[OutputSlot | None, ...]
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def run(self, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
+        variant = subject.variants[self.variant]
+        evaluate = engine.perturbed_evaluator(
+            variant.func, variant.inputs, self.position, [slot is not None for slot in self.outputs]
+        )
+
+        def where(k: int) -> str:
+            return f"on index {tuple(int(i) for i in np.unravel_index(k, self.shape))} "
+
+        return jacobian_columns(
+            evaluate,
+            range(self.start, self.stop),
+            self.eps,
+            self.is_complex,
+            [None if s is None else s.numel for s in self.outputs],
+            [None if s is None else np.dtype(s.dtype) for s in self.outputs],
+            where,
+        )
+
+
+@dataclass(frozen=True)
+class NumericalProjection:
+    """Fast mode's ``J u`` by finite differences along the random direction ``u`` (for a
+    complex input, ``u = (ur, ui)``: the real and imaginary directions, combined as a
+    conjugate Wirtinger derivative). Returns one flat vector per output (None where not checked).
+    """
+
+    variant: str
+    position: int
+    vectors: tuple[str, ...]  # subject.data keys: (ur,) or (ur, ui)
+    eps: float
+    outputs: tuple[bool, ...]
+
+    size = 1
+
+    def run(self, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
+        variant = subject.variants[self.variant]
+        evaluate = engine.direction_evaluator(variant.func, variant.inputs, self.position, list(self.outputs))
+        real = subject.data[self.vectors[0]] * self.eps
+        imag = subject.data[self.vectors[1]] * self.eps * 1j if len(self.vectors) > 1 else None
+        return wirtinger_derivative(evaluate, real, imag, self.eps)

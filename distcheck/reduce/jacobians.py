@@ -1,0 +1,38 @@
+"""Assembling Jacobians from unit results (column chunks stacked down, row chunks across)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from distcheck.plan.units import ColumnsResult, RowsResult
+
+Value = Callable[[int], object]  # unit index -> its value (raising the unit's exception)
+
+
+def numerical(value: Value, units_per_input: Sequence[Sequence[int]]) -> list[list[np.ndarray | None]]:
+    """``[input][output position]`` numerical Jacobians, stacked from column chunks."""
+    jacobians = []
+    for units in units_per_input:
+        chunks = [value(u) for u in units]
+        jacobians.append([None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*chunks)])
+    return jacobians
+
+
+def backward(value: Value, units: Sequence[int]) -> RowsResult:
+    """One output's analytical Jacobians (one per input), stacked from row chunks."""
+    chunks: list[RowsResult] = [value(u) for u in units]
+    blocks = [np.concatenate(parts, axis=1) for parts in zip(*(c.blocks for c in chunks))]
+    # NaN propagates as in torch's max(): a NaN difference never fails reentrancy
+    repeat = [float(np.max(d)) for d in zip(*(c.repeat_difference for c in chunks))]
+    wrong_size = next((c.wrong_size for c in chunks if c.wrong_size), None)
+    wrong_dtype = next((c.wrong_dtype for c in chunks if c.wrong_dtype), None)
+    return RowsResult(blocks, repeat, wrong_size, wrong_dtype)
+
+
+def forward(value: Value, units: Sequence[int]) -> ColumnsResult:
+    """One input's forward-mode Jacobians (one per output position), stacked from column chunks."""
+    chunks: list[ColumnsResult] = [value(u) for u in units]
+    blocks = [None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*(c.blocks for c in chunks))]
+    return ColumnsResult(blocks, any(c.dtype_mismatch for c in chunks))
