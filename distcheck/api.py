@@ -13,11 +13,6 @@ from distcheck.executors import resolve
 from distcheck.options import CheckOptions
 
 
-def _refuse_unbuilt(masked: bool | None) -> None:
-    if masked:
-        raise NotImplementedError("distcheck does not implement masked (sparse) checks (masked=True) yet")
-
-
 def gradcheck(
     func: Callable[..., Any],
     inputs: Any,
@@ -61,7 +56,6 @@ def gradcheck(
         fast_mode=fast_mode,
         masked=masked,
     )
-    _refuse_unbuilt(masked)
     try:
         run_check(func, inputs, options, resolve(executor))
     except GradcheckError:
@@ -102,7 +96,6 @@ def gradgradcheck(
         raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to be True")
     if check_batched_grad and not check_rev_over_rev:
         raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be True")
-    _refuse_unbuilt(masked)
     tupled = as_tuple(inputs)
     engine = engine_for(func, tupled)
     if grad_outputs is None:

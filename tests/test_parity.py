@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.parity.cases import ALL, GRAD_MODES, GRADGRAD_MODES, MODE_CASES
+from tests.parity.cases import ALL, GRAD_MODES, GRADGRAD_MODES, MODE_CASES, SPARSE, SPARSE_MODES
 from tests.parity.runner import run
 
 
@@ -27,12 +27,20 @@ def test_case_count():
     assert len(MODE_RUNS) >= 400
 
 
-MODE_RUNS = [
-    pytest.param(case, mode, options, id=f"{case}-{mode}")
-    for case in ALL
-    for mode, options in (GRAD_MODES if case.kind == "grad" else GRADGRAD_MODES).items()
-    if not set(options) & set(case.options)
-] + [pytest.param(case, "default", {}, id=f"{case}-default") for case in MODE_CASES]
+MODE_RUNS = (
+    [
+        pytest.param(case, mode, options, id=f"{case}-{mode}")
+        for case in ALL
+        for mode, options in (GRAD_MODES if case.kind == "grad" else GRADGRAD_MODES).items()
+        if not set(options) & set(case.options)
+    ]
+    + [
+        pytest.param(case, mode, options, id=f"{case}-{mode}")
+        for case in SPARSE
+        for mode, options in SPARSE_MODES.items()
+    ]
+    + [pytest.param(case, "default", {}, id=f"{case}-default") for case in MODE_CASES]
+)
 
 
 # torch 2.13 pairs output k's analytical Jacobian with another output's numerical one when a float

@@ -29,6 +29,11 @@ class TensorInfo:
     requires_grad: bool
     is_double: bool = False  # float64 / complex128: what gradcheck's defaults are designed for
     overlapping: bool = False  # some dimension of size > 1 has stride 0
+    elements: int | None = None  # a sparse tensor's specified values (what finite differences perturb)
+
+    @property
+    def perturbable(self) -> int:
+        return self.numel if self.elements is None else self.elements
 
     @property
     def numel(self) -> int:
@@ -77,6 +82,14 @@ class Engine(Protocol):
         ``outputs[output_position]`` for grad-output ``g`` — an int j means one-hot at flat
         element j (a Jacobian row), an array is the whole grad-output — one per differentiable
         input (None where unused). The graph is kept between calls."""
+
+    def element_rows(self, value: Any) -> np.ndarray | None:
+        """For a sparse tensor, the flat dense index of each specified value, in the order
+        ``perturbed_evaluator`` numbers them; None for a dense tensor (element k is flat index k)."""
+
+    def densify(self, inputs: tuple) -> tuple | None:
+        """The inputs with sparse tensors fully specified (zeros where unspecified), for
+        finite differences of non-masked checks; None when no input is sparse."""
 
     def direction_evaluator(
         self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]

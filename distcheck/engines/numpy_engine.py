@@ -257,6 +257,12 @@ class NumpyEngine:
 
         return vjp
 
+    def element_rows(self, value: Any) -> None:
+        return None  # numpy arrays are dense
+
+    def densify(self, inputs: tuple) -> None:
+        return None
+
     def direction_evaluator(self, func: Any, inputs: tuple, position: int, outputs: Sequence[bool]):
         fn = _require(func)
         original = np.array(inputs[position], copy=True)

@@ -60,6 +60,25 @@ def _values(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _perturbable(t: torch.Tensor) -> torch.Tensor:
+    """What finite differences perturb in place: the data of a strided tensor, the specified
+    values of a sparse one."""
+    if t.layout == torch._mkldnn:
+        raise NotImplementedError("gradcheck of MKLDNN inputs is not supported")
+    return _values(t).data
+
+
+def _densified(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with all elements specified: zeros where ``x`` has none, same layout."""
+    dense = x.detach().to_dense()
+    sparse_dims = x.sparse_dim() if x.layout == torch.sparse_coo else 2
+    indices = torch.ones(x.shape[:sparse_dims], dtype=torch.int8).nonzero().t()
+    full = torch.sparse_coo_tensor(indices, dense[tuple(indices)], x.shape)._coalesced_(True)
+    if x.layout != torch.sparse_coo:
+        full = full.to_sparse(layout=x.layout)
+    return full.requires_grad_(x.requires_grad)
+
+
 def _differentiable(outputs: tuple) -> tuple:
     return tuple(o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad)
 
@@ -147,6 +166,7 @@ class TorchEngine:
             requires_grad=value.requires_grad,
             is_double=value.dtype in (torch.float64, torch.complex128),
             overlapping=overlapping,
+            elements=values.numel() if value.layout not in (torch.strided, torch._mkldnn) else None,
         )
 
     def check_outputs(self, outputs: tuple) -> None:
@@ -181,14 +201,11 @@ class TorchEngine:
         return ComplexOutputPart(func, part)
 
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
-        x = inputs[position]
-        if x.layout != torch.strided:
-            raise NotImplementedError(f"finite differences of {x.layout} inputs are not supported yet")
-        data = x.data
+        data = _perturbable(inputs[position])  # a sparse input: its specified values
         shape = tuple(data.shape)
 
         def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
-            entry = data[np.unravel_index(k, shape)] if shape else data
+            entry = data[np.unravel_index(k, shape)]
             original = entry.clone()
             entry.copy_(original + delta)
             try:  # copy the outputs before restoring: an output may be a view of the input
@@ -200,6 +217,33 @@ class TorchEngine:
                 entry.copy_(original)
 
         return evaluate
+
+    def element_rows(self, value: torch.Tensor) -> np.ndarray | None:
+        """For a sparse tensor, the flat dense index of each of its specified values (in the
+        order finite differences perturb them); None for a strided tensor (all elements, in order)."""
+        if value.layout == torch.strided:
+            return None
+        if value.layout == torch.sparse_coo:
+            indices, values = value._indices(), value._values()
+        elif value.layout == torch.sparse_csr:
+            indices = torch._convert_indices_from_csr_to_coo(value.crow_indices(), value.col_indices())
+            values = value.values()
+        elif value.layout == torch.sparse_csc:
+            indices = torch._convert_indices_from_csr_to_coo(value.ccol_indices(), value.row_indices(), transpose=True)
+            values = value.values()
+        else:
+            raise NotImplementedError(f"gradcheck of {value.layout} inputs is not supported (COO, CSR and CSC are)")
+        strides = np.cumprod((tuple(value.shape)[1:] + (1,))[::-1])[::-1].astype(np.int64)
+        base = indices.t().numpy().astype(np.int64) @ strides[: indices.shape[0]]
+        dense = int(np.prod(values.shape[1:], dtype=np.int64))
+        return (base[:, None] + np.arange(dense, dtype=np.int64)[None, :]).reshape(-1)
+
+    def densify(self, inputs: tuple) -> tuple | None:
+        """Sparse inputs with every element specified (zeros where unspecified), as torch's
+        gradcheck perturbs them when ``masked`` is off; None if there is no sparse input."""
+        if not any(isinstance(x, torch.Tensor) and x.layout != torch.strided for x in inputs):
+            return None
+        return tuple(_densified(x) if isinstance(x, torch.Tensor) and x.layout != torch.strided else x for x in inputs)
 
     def vjp(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         output = self.call(func, inputs)[output_position]
@@ -221,13 +265,14 @@ class TorchEngine:
 
     def direction_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         x = inputs[position]
-        if x.layout != torch.strided:
-            raise NotImplementedError(f"finite differences of {x.layout} inputs are not supported yet")
-        data = x.data
+        data = _perturbable(x)
+        rows = self.element_rows(x)
 
         def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
+            step = np.asarray(delta).reshape(-1)
+            step = torch.from_numpy(step if rows is None else step[rows]).reshape(data.shape)
             original = data.clone()
-            data.copy_(original + torch.from_numpy(np.asarray(delta)).reshape(data.shape))
+            data.copy_(original + step)
             try:  # copy the outputs before restoring: an output may be a view of the input
                 result = self.call(func, inputs)
                 return [

@@ -123,13 +123,44 @@ class _Builder:
         wanted: Sequence[bool],
         whole: bool = False,
     ) -> list[NumericalColumns]:
+        variant, info = self.numerical_variant(variant, slot.position, info)
         slots = self.output_slots(outputs, wanted, info)
         per_item = None if whole else self.per_item(4 if info.is_complex else 2, "evaluation")
-        ranges = [(0, slot.numel)] if whole else self.chunks(slot.numel, per_item)
+        items = info.perturbable
+        ranges = [(0, items)] if whole else self.chunks(items, per_item)
+        sparse = info.elements is not None
         return [
-            NumericalColumns(variant, slot.position, start, stop, self.options.eps, slot.shape, info.is_complex, slots)
+            NumericalColumns(
+                variant, slot.position, start, stop, self.options.eps, slot.shape, info.is_complex, slots, sparse
+            )
             for start, stop in ranges
         ]
+
+    def numerical_variant(self, key: str, position: int, info: TensorInfo) -> tuple[str, TensorInfo]:
+        """Where finite differences of ``key`` run: unless ``masked``, on a twin variant whose
+        sparse inputs have every element specified (torch perturbs unspecified elements too)."""
+        if self.options.masked:
+            return key, info
+        twin = f"{key}#dense"
+        if twin not in self.variants:
+            variant = self.variants[key]
+            densified = self.engine.densify(variant.inputs)
+            if densified is None:
+                return key, info
+            self.variants[twin] = Variant(variant.func, densified)
+        value = self.variants[twin].inputs[position]
+        dense = self.engine.info(value)
+        return twin, TensorInfo(
+            info.shape,
+            info.dtype,
+            info.dtype_name,
+            info.is_complex,
+            info.is_floating,
+            info.requires_grad,
+            info.is_double,
+            info.overlapping,
+            dense.elements,
+        )
 
     def analytical_rows(
         self, variant: str, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
@@ -168,22 +199,36 @@ class _Builder:
     # -- random vectors (fast mode) ------------------------------------------------------
 
     def unit_vectors(
-        self, prefix: str, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+        self,
+        prefix: str,
+        inputs: Sequence[TensorInfo],
+        outputs: Sequence[TensorInfo],
+        slots: Sequence[InputSlot] = (),
     ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
         """u per input (two real vectors for a complex input: real and imaginary directions),
-        then v per output, drawn in torch's order; returns their subject.data keys."""
+        then v per output, drawn in torch's order; returns their subject.data keys. A sparse
+        input's u has random values at its specified elements only (stored dense)."""
         numels, dtypes, names, u = [], [], [], []
         for i, info in enumerate(inputs):
             keys = tuple(f"{prefix}/u{i}{part}" for part in (("r", "i") if info.is_complex else ("r",)))
             u.append(keys)
             names += keys
-            numels += [info.numel] * len(keys)
+            numels += [info.perturbable] * len(keys)
             dtypes += [real_info(info).dtype] * len(keys)
         v = tuple(f"{prefix}/v{k}" for k in range(len(outputs)))
         names += v
         numels += [o.numel for o in outputs]
         dtypes += [o.dtype for o in outputs]
-        for name, vector in zip(names, self.engine.random_unit_vectors(numels, dtypes)):
+        vectors = dict(zip(names, self.engine.random_unit_vectors(numels, dtypes)))
+        for i, (info, keys) in enumerate(zip(inputs, u)):
+            if info.elements is None:
+                continue
+            rows = self.engine.element_rows(self.variants["f"].inputs[slots[i].position])
+            for key in keys:
+                dense = np.zeros(info.numel, dtype=vectors[key].dtype)
+                dense[rows] = vectors[key]
+                vectors[key] = dense
+        for name, vector in vectors.items():
             self.store(name, vector)
         return tuple(u), v
 
@@ -239,8 +284,8 @@ def plan_gradcheck(
             variants.append((key, infos))
         if options.check_undefined_grad:
             for key, infos in variants:
-                slots = [infos[s.position] for s in _diff_slots(infos)]
-                u, _ = b.unit_vectors(f"{key}/undefined", slots, [])
+                slots = _diff_slots(infos)
+                u, _ = b.unit_vectors(f"{key}/undefined", [infos[s.position] for s in slots], [], slots)
                 b.auxiliary("undefined_forward_grad", key, vectors=tuple(keys[0] for keys in u))
 
     if options.check_batched_forward_grad:
@@ -282,13 +327,19 @@ def _plan_backward(
     )
     infos = [input_infos[s.position] for s in diff]
     if b.options.fast_mode:
-        u, v = b.unit_vectors(key, infos, [outputs[o.position] for o in checked])
+        u, v = b.unit_vectors(key, infos, [outputs[o.position] for o in checked], diff)
         wanted = differentiable if checked else floats
         numerical = tuple(
-            b.add(NumericalProjection(key, s.position, keys, b.options.eps, tuple(wanted))) for s, keys in zip(diff, u)
+            b.add(
+                NumericalProjection(
+                    b.numerical_variant(key, s.position, i)[0], s.position, keys, b.options.eps, tuple(wanted)
+                )
+            )
+            for s, i, keys in zip(diff, infos, u)
         )
         if not checked:
-            b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), b.options.nondet_tol))
+            numels = tuple(s.numel for s in diff)
+            b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), numels, b.options.nondet_tol))
             return
         analytical = tuple(b.add(AnalyticalRows(key, o.position, 0, 1, diff, vector=vk)) for o, vk in zip(checked, v))
         explain = {
@@ -303,7 +354,7 @@ def _plan_backward(
         return
     if not checked:
         numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
-        b.stages.append(ZeroNumericalJacobian(key, numerical))
+        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
         return
     numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
     analytical = tuple(b.add_all(b.analytical_rows(key, diff, o)) for o in checked)
@@ -325,9 +376,14 @@ def _plan_forward(
     if b.options.fast_mode:
         # torch's fast forward mode compares every float output (no tangent counts as zero)
         checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if floats[p])
-        u, _ = b.unit_vectors(key, infos, [])
+        u, _ = b.unit_vectors(key, infos, [], diff)
         numerical = tuple(
-            b.add(NumericalProjection(key, s.position, keys, b.options.eps, tuple(floats))) for s, keys in zip(diff, u)
+            b.add(
+                NumericalProjection(
+                    b.numerical_variant(key, s.position, i)[0], s.position, keys, b.options.eps, tuple(floats)
+                )
+            )
+            for s, i, keys in zip(diff, infos, u)
         )
         analytical = tuple(
             b.add_all(b.forward_columns(key, i, diff, outputs, vector=keys[0]))[0] for i, keys in enumerate(u)
@@ -346,7 +402,7 @@ def _plan_forward(
         return
     if not any(differentiable):
         numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
-        b.stages.append(ZeroNumericalJacobian(key, numerical))
+        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
         return
     checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if differentiable[p])
     numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))

@@ -70,6 +70,7 @@ class ZeroNumericalJacobian:
 
     variant: str
     numerical: tuple[tuple[int, ...], ...]
+    numels: tuple[int, ...]  # per input: rows of its Jacobian
     tolerance: float | None = None
 
 

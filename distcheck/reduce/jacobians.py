@@ -7,16 +7,31 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from distcheck.plan.units import ColumnsResult, RowsResult
+from distcheck.plan.units.numerical import SparseColumns
 
 Value = Callable[[int], object]  # unit index -> its value (raising the unit's exception)
 
 
-def numerical(value: Value, units_per_input: Sequence[Sequence[int]]) -> list[list[np.ndarray | None]]:
-    """``[input][output position]`` numerical Jacobians, stacked from column chunks."""
+def numerical(
+    value: Value, units_per_input: Sequence[Sequence[int]], numels: Sequence[int] | None = None
+) -> list[list[np.ndarray | None]]:
+    """``[input][output position]`` numerical Jacobians, stacked from column chunks. Columns of
+    a sparse input's specified values are scattered into its dense rows (``numels[i]`` rows;
+    the others stay zero)."""
     jacobians = []
-    for units in units_per_input:
+    for i, units in enumerate(units_per_input):
         chunks = [value(u) for u in units]
-        jacobians.append([None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*chunks)])
+        sparse = [c for c in chunks if isinstance(c, SparseColumns)]
+        blocks = [c.blocks if isinstance(c, SparseColumns) else c for c in chunks]
+        stacked = [None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*blocks)]
+        if sparse:
+            rows = np.concatenate([c.rows for c in sparse])
+            for k, block in enumerate(stacked):
+                if block is not None:
+                    full = np.zeros((numels[i], block.shape[1]), dtype=block.dtype)
+                    full[rows] = block
+                    stacked[k] = full
+        jacobians.append(stacked)
     return jacobians
 
 

@@ -81,7 +81,7 @@ class Reducer:
     # -- stages --------------------------------------------------------------------------
 
     def jacobian_comparison(self, stage: JacobianComparison) -> None:
-        numerical = jacobians.numerical(self.value, stage.numerical)
+        numerical = jacobians.numerical(self.value, stage.numerical, [s.numel for s in stage.inputs])
         if stage.mode == "forward":  # all forward Jacobians first, then the comparisons
             columns = [jacobians.forward(self.value, units) for units in stage.analytical]
             for c in columns:
@@ -145,7 +145,7 @@ class Reducer:
         results = self.run_more([numerical_unit, analytical_unit])
         try:
             position = stage.outputs[k].position
-            n = results.get(0).unwrap()[position]
+            n = jacobians.numerical(lambda u: results.get(u).unwrap(), [[0]], [stage.inputs[i].numel])[0][position]
             if stage.mode == "forward":
                 a = results.get(1).unwrap().blocks[position]
             else:
@@ -162,7 +162,7 @@ class Reducer:
         )
 
     def zero_numerical(self, stage: ZeroNumericalJacobian) -> None:
-        for per_output in jacobians.numerical(self.value, stage.numerical):
+        for per_output in jacobians.numerical(self.value, stage.numerical, stage.numels):
             for jacobian in per_output:
                 if jacobian is None or jacobian.size == 0:
                     continue
@@ -192,7 +192,7 @@ def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]
     for stage in plan.stages:
         if not isinstance(stage, JacobianComparison):
             continue
-        numerical = jacobians.numerical(value, stage.numerical)
+        numerical = jacobians.numerical(value, stage.numerical, [s.numel for s in stage.inputs])
         if stage.mode == "forward":
             columns = [jacobians.forward(value, units) for units in stage.analytical]
         else:

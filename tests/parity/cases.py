@@ -174,10 +174,51 @@ MODE_CASES = [
     ),
 ]
 
-ALL = CORRECT + WRONG + GRADGRAD + MODE_CASES
+
+def _sparse(layout, dense_dims=0):
+    indices = torch.tensor([[0, 1, 1, 2], [2, 0, 2, 1]])
+    values = _t(4, *([2] * dense_dims), requires_grad=False)
+    x = torch.sparse_coo_tensor(indices, values, (3, 3, *([2] * dense_dims))).coalesce()
+    return (x if layout == "coo" else x.to_sparse_csr()).requires_grad_()
+
+
+# Sparse inputs: torch's gradcheck perturbs every element (densified) unless masked=True, when
+# unspecified elements are ignored; the function's to_dense(masked_grad=...) decides the gradient.
+SPARSE = [
+    Case("sparse_coo_dense_grad", lambda: (lambda x: x.to_dense(masked_grad=False).sin(), (_sparse("coo"),))),
+    Case("sparse_csr_dense_grad", lambda: (lambda x: x.to_dense(masked_grad=False).exp(), (_sparse("csr"),))),
+    Case(
+        "sparse_coo_masked_grad",
+        lambda: (lambda x: x.to_dense(masked_grad=True).sin(), (_sparse("coo"),)),
+        expect="GradcheckError",
+    ),
+    Case(
+        "sparse_csr_masked_grad",
+        lambda: (lambda x: x.to_dense(masked_grad=True).exp(), (_sparse("csr"),)),
+        expect="GradcheckError",
+    ),
+    Case("sparse_hybrid_coo", lambda: (lambda x: x.to_dense(masked_grad=False) * 3, (_sparse("coo", 1),))),
+    Case(
+        "sparse_mm",
+        lambda: (lambda a, b: torch.sparse.mm(a, b), (_sparse("coo"), _t(3, 2, seed=1))),
+        expect="GradcheckError",
+    ),
+    Case(
+        "sparse_wrong_backward",
+        lambda: (lambda x: tf.WrongScale.apply(x.to_dense()), (_sparse("coo"),)),
+        expect="GradcheckError",
+    ),
+]
+SPARSE_MODES = {
+    "masked": {"masked": True},
+    "fast": {"fast_mode": True},
+    "masked_fast": {"masked": True, "fast_mode": True},
+}
+
+ALL = CORRECT + WRONG + GRADGRAD + MODE_CASES + SPARSE
 
 # Every option of gradcheck / gradgradcheck besides the defaults; each case runs in each mode.
-GRAD_MODES = {
+GRAD_MODES = {  # besides SPARSE_MODES, for sparse cases
     "fast": {"fast_mode": True},
     "forward": {"check_forward_ad": True},
     "forward_only": {"check_forward_ad": True, "check_backward_ad": False, "check_undefined_grad": False},
@@ -186,7 +227,7 @@ GRAD_MODES = {
     "batched_forward": {"check_forward_ad": True, "check_batched_forward_grad": True},
     "batched_fast": {"check_batched_grad": True, "fast_mode": True},
 }
-GRADGRAD_MODES = {
+GRADGRAD_MODES = {  # besides SPARSE_MODES, for sparse cases
     "fast": {"fast_mode": True},
     "fwd_over_rev": {"check_fwd_over_rev": True},
     "fwd_over_rev_only": {"check_fwd_over_rev": True, "check_rev_over_rev": False, "check_undefined_grad": False},

@@ -114,7 +114,9 @@ def test_fast_mode_plans_projections_and_keeps_the_global_rng():
 
 
 def test_forward_mode_of_complex_inputs_checks_imaginary_then_real_parts():
-    _, plan = plan_check(torch.sin, (_x(3, dtype=torch.complex128),), CheckOptions(check_forward_ad=True), SerialExecutor())
+    _, plan = plan_check(
+        torch.sin, (_x(3, dtype=torch.complex128),), CheckOptions(check_forward_ad=True), SerialExecutor()
+    )
     forward = [s for s in plan.stages if isinstance(s, JacobianComparison) and s.mode == "forward"]
     assert [s.part for s in forward] == ["imag", "real"]
 

@@ -13,6 +13,15 @@ from distcheck.plan.units.slots import OutputSlot
 
 
 @dataclass(frozen=True)
+class SparseColumns:
+    """Columns of a sparse input: ``blocks`` as for a dense one, and the dense (flat) input
+    element of each of their rows."""
+
+    blocks: list[np.ndarray | None]
+    rows: np.ndarray
+
+
+@dataclass(frozen=True)
 class NumericalColumns:
     """Finite-difference columns ``start:stop`` of one input, for every checked output.
 
@@ -28,21 +37,24 @@ class NumericalColumns:
     shape: tuple[int, ...]
     is_complex: bool
     outputs: tuple[OutputSlot | None, ...]
+    sparse: bool = False  # columns are the input's specified values: return their dense rows too
 
     @property
     def size(self) -> int:
         return self.stop - self.start
 
-    def run(self, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
+    def run(self, engine: Engine, subject: Subject) -> list[np.ndarray | None] | SparseColumns:
         variant = subject.variants[self.variant]
         evaluate = engine.perturbed_evaluator(
             variant.func, variant.inputs, self.position, [slot is not None for slot in self.outputs]
         )
+        rows = engine.element_rows(variant.inputs[self.position]) if self.sparse else None
 
         def where(k: int) -> str:
-            return f"on index {tuple(int(i) for i in np.unravel_index(k, self.shape))} "
+            flat = k if rows is None else int(rows[k])
+            return f"on index {tuple(int(i) for i in np.unravel_index(flat, self.shape))} "
 
-        return jacobian_columns(
+        blocks = jacobian_columns(
             evaluate,
             range(self.start, self.stop),
             self.eps,
@@ -51,6 +63,7 @@ class NumericalColumns:
             [None if s is None else np.dtype(s.dtype) for s in self.outputs],
             where,
         )
+        return blocks if rows is None else SparseColumns(blocks, rows[self.start : self.stop])
 
 
 @dataclass(frozen=True)
