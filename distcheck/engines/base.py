@@ -70,6 +70,11 @@ class Engine(Protocol):
     def threads(self, n: int) -> AbstractContextManager:
         """Run the engine's math on ``n`` intra-op threads inside the context."""
 
+    def input_part(self, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
+        """Forward-mode checks of complex inputs: ``func`` as a function of the real or
+        imaginary parts of its complex inputs (the other part held at its value), and those
+        parts as new (real) inputs."""
+
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]) -> Evaluate:
         """evaluate(k, delta): outputs (numpy copies, only where ``outputs[o]``) of ``func``
         with flat element k of ``inputs[position]`` replaced by ``x[k] + delta``; the input is

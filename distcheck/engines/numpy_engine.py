@@ -27,6 +27,7 @@ import numpy as np
 
 from distcheck.engines.base import TensorInfo
 from distcheck.errors import EngineCapabilityError, GradcheckError
+from distcheck.numerics.random_vectors import unit_vectors
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,6 @@ def _grads(func: NumpyFunction, inputs: tuple, grad_outputs: Sequence, n_diff: i
     return [None if g is None else np.asarray(g) for g in grads]
 
 
-VECTOR_SEED = 67280421310721  # fast mode's random vectors (torch.Generator's default seed)
-
-
 class NumpyEngine:
     name = "numpy"
     error_class = GradcheckError
@@ -275,12 +273,7 @@ class NumpyEngine:
         return evaluate
 
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
-        generator = np.random.default_rng(VECTOR_SEED)
-        vectors = []
-        for numel, dtype in zip(numels, dtypes):
-            vec = generator.random(int(numel)).astype(dtype)
-            vectors.append(vec / np.linalg.norm(vec) if numel else vec)
-        return vectors
+        return unit_vectors(numels, dtypes)
 
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         draws = []
