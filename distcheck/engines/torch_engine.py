@@ -30,6 +30,8 @@ class TorchGradcheckError(GradcheckError, _TorchGradcheckError):
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """A numpy copy of a tensor's values (dense, conjugation resolved)."""
     t = t.detach()
+    if t.layout == torch.strided and t.dtype not in _NUMPY_DTYPES and not (t.is_conj() or t.is_neg()):
+        return np.array(t.numpy())  # the common case, fast: a plain CPU tensor
     if t.layout != torch.strided:
         t = t.to_dense()
     t = t.resolve_conj().resolve_neg().cpu()
@@ -203,9 +205,10 @@ class TorchEngine:
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         data = _perturbable(inputs[position])  # a sparse input: its specified values
         shape = tuple(data.shape)
+        flat = data.view(-1) if data.is_contiguous() else None
 
         def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
-            entry = data[np.unravel_index(k, shape)]
+            entry = flat[k] if flat is not None else data[np.unravel_index(k, shape)]
             original = entry.clone()
             entry.copy_(original + delta)
             try:  # copy the outputs before restoring: an output may be a view of the input

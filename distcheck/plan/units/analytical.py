@@ -49,12 +49,14 @@ class AnalyticalRows:
         grad_outputs = [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
         runs = []
         wrong_size = wrong_dtype = None
+        dtypes = [np.dtype(s.dtype) for s in self.inputs]
         for _ in range(2):  # every row twice: backward must be reentrant
             blocks = [np.zeros((s.numel, len(grad_outputs)), dtype=s.dtype) for s in self.inputs]
             for column, g in enumerate(grad_outputs):
-                for k, (grad, slot) in enumerate(zip(vjp(g), self.inputs)):
+                for k, grad in enumerate(vjp(g)):
                     if grad is None:
                         continue
+                    slot = self.inputs[k]
                     if grad.shape != slot.shape:
                         wrong_size = wrong_size or (
                             f"the gradient of differentiable input {k} has shape {grad.shape}, "
@@ -62,7 +64,7 @@ class AnalyticalRows:
                         )
                         if grad.size != slot.numel:
                             continue
-                    elif grad.dtype != np.dtype(slot.dtype):
+                    elif grad.dtype != dtypes[k]:
                         wrong_dtype = wrong_dtype or (
                             f"the gradient of differentiable input {k} has dtype {grad.dtype}, "
                             f"the input has dtype {slot.dtype}"
