@@ -209,17 +209,20 @@ class TorchEngine:
 
         def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
             entry = flat[k] if flat is not None else data[np.unravel_index(k, shape)]
-            original = entry.clone()
-            entry.copy_(original + delta)
-            try:  # copy the outputs before restoring: an output may be a view of the input
-                result = self.call(func, inputs)
-                return [
-                    to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(result, outputs)
-                ]
-            finally:
-                entry.copy_(original)
+            return self._outputs_moved(func, inputs, outputs, entry, delta)
 
         return evaluate
+
+    def _outputs_moved(self, func: Callable, inputs: tuple, outputs: Sequence[bool], entry: torch.Tensor, step):
+        """The wanted outputs (numpy copies) with ``entry`` (part of an input, in place) moved
+        by ``step``; ``entry`` restored afterwards."""
+        original = entry.clone()
+        entry.copy_(original + step)
+        try:  # copy the outputs before restoring: an output may be a view of the input
+            result = self.call(func, inputs)
+            return [to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(result, outputs)]
+        finally:
+            entry.copy_(original)
 
     def element_rows(self, value: torch.Tensor) -> np.ndarray | None:
         """For a sparse tensor, the flat dense index of each of its specified values (in the
@@ -274,15 +277,7 @@ class TorchEngine:
         def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
             step = np.asarray(delta).reshape(-1)
             step = torch.from_numpy(step if rows is None else step[rows]).reshape(data.shape)
-            original = data.clone()
-            data.copy_(original + step)
-            try:  # copy the outputs before restoring: an output may be a view of the input
-                result = self.call(func, inputs)
-                return [
-                    to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(result, outputs)
-                ]
-            finally:
-                data.copy_(original)
+            return self._outputs_moved(func, inputs, outputs, data, step)
 
         return evaluate
 
