@@ -106,6 +106,16 @@ def tensorplay_dtype(dtype: np.dtype) -> Any:
     return getattr(tp, np.dtype(dtype).name)
 
 
+def _writable_values(x: tp.Tensor) -> np.ndarray:
+    """A numpy view of a tensor's memory (writes reach the tensor without bumping its version)."""
+    if x.dtype == tp.bfloat16:
+        raise EngineCapabilityError("finite differences of bfloat16 tensorplay inputs are not supported")
+    values = x.data.numpy()
+    if not values.flags.writeable:
+        raise EngineCapabilityError(f"cannot perturb this tensorplay input in place ({tuple(x.shape)}, {x.dtype})")
+    return values
+
+
 def _is_sparse(value: Any) -> bool:
     return isinstance(value, tp.Tensor) and value.layout != tp.strided
 
@@ -229,7 +239,9 @@ class TensorplayEngine:
             is_floating=value.is_floating_point(),
             requires_grad=bool(value.requires_grad),
             is_double=value.dtype in (tp.float64, tp.complex128),
+            # an empty tensor cannot overlap (tensorplay gives some of them all-zero strides)
             overlapping=not _is_sparse(value)
+            and value.numel() > 0
             and any(st == 0 and sz > 1 for st, sz in zip(value.stride(), value.shape)),
         )
 
@@ -297,38 +309,38 @@ class TensorplayEngine:
         ]
 
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
-        data = inputs[position].data  # shares storage, not the version counter
-        shape = tuple(data.shape)
+        values = _writable_values(inputs[position])
+        shape = tuple(values.shape)
 
         def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
-            entry = data[_index(k, shape)]
-            original = entry.clone()
-            entry.copy_(original + delta)
-            try:  # copy the outputs before restoring: an output may be a view of the input
-                return self._outputs_as_numpy(func, inputs, outputs)
-            finally:
-                entry.copy_(original)
+            index = np.unravel_index(k, shape)
+            return self._outputs_moved(func, inputs, outputs, values, index, values[index] + delta)
 
         return evaluate
 
     def direction_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         x = inputs[position]
-        data = x.data
-        dtype = numpy_dtype(x.dtype)
+        values = _writable_values(x)
 
         def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
             delta = np.asarray(delta)
             if np.iscomplexobj(delta) and not x.is_complex():
                 raise ValueError(f"a complex direction for a real input ({x.dtype})")
-            step = to_tensor(delta.astype(dtype, copy=False).reshape(tuple(x.shape)), dtype=x.dtype)
-            original = data.clone()
-            data.copy_(original + step)
-            try:  # copy the outputs before restoring: an output may be a view of the input
-                return self._outputs_as_numpy(func, inputs, outputs)
-            finally:
-                data.copy_(original)
+            moved = values + delta.astype(values.dtype, copy=False).reshape(values.shape)
+            return self._outputs_moved(func, inputs, outputs, values, ..., moved)
 
         return evaluate
+
+    def _outputs_moved(self, func, inputs, outputs, values: np.ndarray, index, moved) -> list[np.ndarray | None]:
+        """The wanted outputs with ``values[index]`` (a numpy view of an input's memory) set to
+        ``moved``, restored afterwards. The arithmetic is numpy's: tensorplay's is wrong on
+        clones of permuted tensors."""
+        original = np.array(values[index], copy=True)
+        values[index] = moved
+        try:  # copy the outputs before restoring: an output may be a view of the input
+            return self._outputs_as_numpy(func, inputs, outputs)
+        finally:
+            values[index] = original
 
     def vjp(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         output = self.call(func, inputs)[output_position]
