@@ -30,6 +30,8 @@ class TorchGradcheckError(GradcheckError, _TorchGradcheckError):
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """A numpy copy of a tensor's values (dense, conjugation resolved)."""
     t = t.detach()
+    if t._is_zerotensor():  # autograd's efficient zeros (e.g. abs's double backward) have no data
+        return np.zeros(tuple(t.shape), dtype=numpy_dtype(t.dtype))
     if t.layout == torch.strided and t.dtype not in _NUMPY_DTYPES and not (t.is_conj() or t.is_neg()):
         return np.array(t.numpy())  # the common case, fast: a plain CPU tensor
     if t.layout != torch.strided:

@@ -21,7 +21,7 @@ class Results(Protocol):
         """The result of unit ``index`` (blocking until it is available)."""
 
     def close(self) -> None:
-        """Give up on the units not yet collected (cancel them where possible)."""
+        """Give up on the units not yet collected (their results are dropped)."""
 
 
 class Executor(Protocol):

@@ -18,6 +18,19 @@ class Variant:
     func: Callable
     inputs: tuple
 
+    def __reduce__(self):
+        # Some tensors lose requires_grad when pickled (torch 2.13's sparse COO tensors do):
+        # the flags travel alongside and are restored on arrival.
+        flags = tuple(getattr(x, "requires_grad", None) is True for x in self.inputs)
+        return _arriving_variant, (self.func, self.inputs, flags)
+
+
+def _arriving_variant(func: Callable, inputs: tuple, requires_grad: tuple[bool, ...]) -> Variant:
+    for x, flag in zip(inputs, requires_grad):
+        if flag and not x.requires_grad:
+            x.requires_grad_()
+    return Variant(func, inputs)
+
 
 @dataclass
 class Subject:

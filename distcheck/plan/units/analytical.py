@@ -51,7 +51,9 @@ class AnalyticalRows:
         wrong_size = wrong_dtype = None
         dtypes = [np.dtype(s.dtype) for s in self.inputs]
         for _ in range(2):  # every row twice: backward must be reentrant
-            blocks = [np.zeros((s.numel, len(grad_outputs)), dtype=s.dtype) for s in self.inputs]
+            # Row j of rows[k] is one backward's gradient (written contiguously); the block is its
+            # transpose (input elements down, as the reference lays Jacobians out), not a copy.
+            rows = [np.zeros((len(grad_outputs), s.numel), dtype=s.dtype) for s in self.inputs]
             for column, g in enumerate(grad_outputs):
                 for k, grad in enumerate(vjp(g)):
                     if grad is None:
@@ -69,8 +71,8 @@ class AnalyticalRows:
                             f"the gradient of differentiable input {k} has dtype {grad.dtype}, "
                             f"the input has dtype {slot.dtype}"
                         )
-                    blocks[k][:, column] = _fit(grad.reshape(-1), blocks[k])
-            runs.append(blocks)
+                    rows[k][column] = _fit(grad.reshape(-1), rows[k])
+            runs.append([r.T for r in rows])
         first, second = runs
         return RowsResult(first, [max_abs_difference(a, b) for a, b in zip(first, second)], wrong_size, wrong_dtype)
 

@@ -1,0 +1,317 @@
+"""The Ray executor: a check's units run as Ray tasks, on a local Ray or on a cluster.
+
+- The subject (functions and inputs) goes to the object store once per check; tasks carry its
+  reference nested in a list, so that a worker deserializes it once and keeps it (a small
+  per-process cache) for every later task of the same check.
+- Units are grouped into tasks by the executor's policy (:class:`~distcheck.plan.cost_model.CostModel`
+  by default: chunks of a target duration; a small check is one task). Every task is
+  submitted at once; results are collected in whatever order the reducer asks for them.
+  Closing the results (after a failure) lets the remaining tasks finish and drops their
+  results; cancelling them (a suite runner's timeout) stops them.
+- Workers run engine math on one intra-op thread (as the serial executor does, so that the
+  numbers are bitwise identical), with ``OMP_NUM_THREADS=1`` so that N tasks use N cores.
+
+``ensure_ray(address)`` initializes Ray once per process (or reuses a Ray that is already
+initialized); other code that submits its own tasks (a suite runner) can call it too.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Sequence
+from dataclasses import replace
+
+import ray
+from ray import cloudpickle
+from ray.exceptions import RayError
+
+from distcheck.plan.chunking import ChunkPolicy
+from distcheck.plan.cost_model import CostModel
+from distcheck.plan.subject import Subject
+from distcheck.plan.units import Unit, UnitResult, execute
+
+__all__ = ["ADDRESS_VARIABLE", "RayExecutor", "RayResults", "default_ray_executor", "ensure_ray"]
+
+ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
+# Environment of every worker this driver starts: one thread per task, whatever the library.
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# A task killed by Ray's memory monitor is retried this many times (Ray's default: forever).
+TASK_OOM_RETRIES = 2
+_TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_init_lock = threading.Lock()
+
+
+def ensure_ray(address: str | None = None, runtime_env: dict | None = None) -> None:
+    """Initialize Ray in this process unless it already is (an initialized Ray is reused as is).
+
+    ``address``: None means ``$DISTCHECK_RAY_ADDRESS``, else ``$RAY_ADDRESS`` (set by
+    ``ray job submit``), else a new local Ray on all this machine's cores; ``"auto"`` joins the
+    cluster started on this machine with ``ray start``; ``"host:port"`` or
+    ``"ray://host:port"`` joins that cluster. ``runtime_env`` is merged into the job's runtime
+    environment (e.g. ``{"py_modules": [...]}`` to ship code to cluster nodes).
+    """
+    with _init_lock:
+        if ray.is_initialized():
+            return
+        address = resolve_address(address)
+        env = dict(runtime_env or {})
+        env["env_vars"] = {**WORKER_ENV, **env.get("env_vars", {})}
+        if address is None:
+            if "RAY_AUTH_MODE" not in os.environ:
+                _set_auth_mode("token")  # Ray's default for a new local Ray, said explicitly
+            ray.init(
+                address="local",
+                num_cpus=local_cpus(),
+                include_dashboard=False,
+                runtime_env=env,
+                _system_config={"task_oom_retries": TASK_OOM_RETRIES},
+            )
+            return
+        if "RAY_AUTH_MODE" not in os.environ and _token_available():
+            # Ray enables token auth by itself only for address="auto"; a cluster started with a
+            # token (Ray's default) refuses other drivers after a 20 s generic ConnectionError.
+            _set_auth_mode("token")
+        start = time.perf_counter()
+        try:
+            ray.init(address=address, runtime_env=env)
+        except ConnectionError as e:
+            raise ConnectionError(_join_failure(address, time.perf_counter() - start, e)) from e
+
+
+def resolve_address(address: str | None) -> str | None:
+    """The cluster address to join, or None to start a local Ray (see :func:`ensure_ray`)."""
+    if address is None:
+        address = os.environ.get(ADDRESS_VARIABLE, "").strip() or os.environ.get("RAY_ADDRESS", "").strip()
+    return None if address in (None, "", "local") else address
+
+
+def local_cpus() -> int:
+    """The cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _token_available() -> bool:
+    if any(os.environ.get(name) for name in _TOKEN_VARIABLES):
+        return True
+    return os.path.exists(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
+
+
+def _set_auth_mode(mode: str) -> None:
+    """Set RAY_AUTH_MODE for this process and the Ray processes it starts. Ray reads it when
+    imported: its configuration is reloaded, as Ray itself does when it enables tokens."""
+    from ray._raylet import Config
+
+    os.environ["RAY_AUTH_MODE"] = mode
+    Config.initialize("")
+
+
+def _join_failure(address: str, seconds: float, error: Exception) -> str:
+    mode = os.environ.get("RAY_AUTH_MODE", "unset (disabled)")
+    return (
+        f"distcheck could not join the Ray cluster at {address!r} (gave up after {seconds:.0f} s: {error}).\n"
+        f"- Is the cluster running and reachable (`ray status --address {address}` on this machine)?\n"
+        f"- Token authentication: RAY_AUTH_MODE is {mode}. Clusters started by Ray >= 2.60 use a token "
+        "by default and reject drivers that have none, with exactly this kind of timeout. Set "
+        "RAY_AUTH_MODE=token and make the cluster's token available: ~/.ray/auth_token, "
+        "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN (`ray get-auth-token` on the head node prints it); "
+        "or start the cluster with RAY_AUTH_MODE=disabled on a trusted network."
+    )
+
+
+# -- the worker side ----------------------------------------------------------------------
+
+_SUBJECTS: collections.OrderedDict[str, Subject] = collections.OrderedDict()
+_SUBJECTS_KEPT = 4  # per worker process: the checks it is working on
+
+
+def _worker_subject(ref: ray.ObjectRef) -> Subject:
+    """The check's subject, deserialized once per worker process (least recently used evicted)."""
+    key = ref.hex()
+    if key in _SUBJECTS:
+        _SUBJECTS.move_to_end(key)
+    else:
+        _SUBJECTS[key] = cloudpickle.loads(ray.get(ref))  # a private, writable copy
+        while len(_SUBJECTS) > _SUBJECTS_KEPT:
+            _SUBJECTS.popitem(last=False)
+    return _SUBJECTS[key]
+
+
+@functools.cache
+def _worker_name() -> str:
+    return f"ray pid {os.getpid()} node {ray.get_runtime_context().get_node_id()[:8]}"
+
+
+def _portable(result: UnitResult) -> UnitResult:
+    """The result, with an exception that cannot cross a process boundary replaced by a
+    RuntimeError that keeps its type name, message and traceback."""
+    if result.error is not None:
+        try:
+            pickle.loads(cloudpickle.dumps(result.error))
+        except Exception:
+            name = f"{type(result.error).__module__}.{type(result.error).__qualname__}"
+            result = replace(result, error=RuntimeError(f"{name}: {result.error}"))
+    return result
+
+
+@ray.remote(num_cpus=1)
+def _run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
+    """A Ray task: run ``units`` against the subject in ``box`` (a nested reference, so that
+    Ray does not fetch and deserialize it for every task)."""
+    (ref,) = box
+    worker = _worker_name()
+    modules = len(sys.modules)
+    try:
+        subject = _worker_subject(ref)  # imports the engine (torch: seconds) in a fresh worker
+    except Exception as e:  # e.g. the function's module cannot be imported on this node
+        failed = _portable(UnitResult(error=e, traceback=traceback.format_exc(), worker=worker))
+        return [replace(failed) for _ in units]
+    except BaseException:  # cancelled while loading the subject
+        if len(sys.modules) != modules:  # in the middle of an import: half-imported modules
+            os._exit(1)  # would break every later task here; Ray replaces the worker
+        raise
+    try:
+        return [_portable(execute(unit, subject, 1, worker)) for unit in units]
+    except BaseException:  # cancelled in the middle of a unit: an input may be left perturbed
+        _SUBJECTS.pop(ref.hex(), None)
+        raise
+
+
+# -- the driver side ----------------------------------------------------------------------
+
+
+class RayResults:
+    """Results of tasks submitted all at once; ``get`` blocks on the task holding the unit."""
+
+    def __init__(self, refs: list[ray.ObjectRef], groups: list[list[int]], cancel_grace: float):
+        self._refs, self._groups, self._grace = refs, groups, cancel_grace
+        self._where = {unit: (task, k) for task, group in enumerate(groups) for k, unit in enumerate(group)}
+        self._fetched: dict[int, list[UnitResult]] = {}
+        self._cancelled = False
+
+    @property
+    def tasks(self) -> int:
+        return len(self._refs)
+
+    def get(self, index: int) -> UnitResult:
+        task, k = self._where[index]
+        if task not in self._fetched:
+            try:
+                self._fetched[task] = ray.get(self._refs[task])
+            except RayError as e:  # the task itself failed: worker or node lost, out of memory, cancelled
+                failed = traceback.format_exc()
+                self._fetched[task] = [UnitResult(error=e, traceback=failed, worker="ray") for _ in self._groups[task]]
+        return self._fetched[task][k]
+
+    def close(self) -> None:
+        """Give up on the results not collected yet. Their tasks are *not* cancelled: they
+        finish and their results are dropped (a check stops collecting at its first failure,
+        so this costs at most the rest of that check's work). Cancelling a task at the moment
+        it completes crashes the driver in Ray 2.60 (a failed internal check, "Tried to
+        complete task that was not pending"), so only :meth:`cancel` cancels."""
+        self._fetched = {}
+
+    def cancel(self) -> None:
+        """Stop the tasks whose results were not collected: queued ones are dropped, running
+        ones interrupted; those still running after ``cancel_grace`` seconds (stuck in a C
+        call) are killed with their worker process. For timeouts: see :meth:`close` for the
+        (small) risk it runs. May be called from another thread while ``get`` waits: that
+        ``get`` then returns the task's cancellation as the unit's error."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        pending = [ref for task, ref in enumerate(self._refs) if task not in self._fetched]
+        self._fetched = {}
+        if not pending:
+            return
+        _, pending = ray.wait(pending, num_returns=len(pending), timeout=0)  # finished ones stay alone
+        for ref in pending:
+            ray.cancel(ref)
+        _, running = ray.wait(pending, num_returns=len(pending), timeout=self._grace)
+        for ref in running:
+            ray.cancel(ref, force=True)
+
+
+class RayExecutor:
+    """Runs a check's units as Ray tasks.
+
+    ``address``: where to run (see :func:`ensure_ray`; None: a local Ray on all cores, unless
+    ``$DISTCHECK_RAY_ADDRESS`` or ``$RAY_ADDRESS`` names a cluster). Ray is initialized on
+    first use, or reused if it already is. ``policy``: how the planner cuts work into units
+    (default: a :class:`CostModel` sized for the cluster's CPUs); a policy with a ``tasks``
+    method also groups units into tasks. ``runtime_env``: extra Ray runtime environment.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        policy: ChunkPolicy | None = None,
+        runtime_env: dict | None = None,
+        max_retries: int = 3,
+        cancel_grace: float = 1.0,
+    ):
+        self.address, self.runtime_env = address, runtime_env
+        self.max_retries, self.cancel_grace = max_retries, cancel_grace
+        self._policy = policy if policy is not None else CostModel()
+        self._subject_refs: dict[int, ray.ObjectRef] = {}
+        self._cpus: tuple[float, int] | None = None  # (when asked, CPUs)
+
+    @property
+    def workers(self) -> int:
+        """CPUs in the cluster (asked at most every few seconds: clusters grow and shrink)."""
+        ensure_ray(self.address, self.runtime_env)
+        if self._cpus is None or time.monotonic() - self._cpus[0] > 5.0:
+            self._cpus = (time.monotonic(), max(1, int(ray.cluster_resources().get("CPU", 1))))
+        return self._cpus[1]
+
+    @property
+    def policy(self) -> ChunkPolicy:
+        if isinstance(self._policy, CostModel):
+            return replace(self._policy, workers=self.workers)
+        return self._policy
+
+    def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults:
+        ensure_ray(self.address, self.runtime_env)
+        box = [self._subject_ref(subject)]
+        tasks = getattr(self._policy, "tasks", None)
+        groups = tasks(units, subject.costs) if tasks else [[k] for k in range(len(units))]
+        run = _run_units.options(max_retries=self.max_retries)
+        refs = [run.remote(box, [units[k] for k in members]) for members in groups]
+        return RayResults(refs, groups, self.cancel_grace)
+
+    def _subject_ref(self, subject: Subject) -> ray.ObjectRef:
+        """The subject in the object store: put once per check (later submissions of the same
+        subject, e.g. units run to explain a failure, reuse it); released with the subject."""
+        key = id(subject)
+        if key not in self._subject_refs:
+            self._subject_refs[key] = ray.put(cloudpickle.dumps(subject))
+            weakref.finalize(subject, self._subject_refs.pop, key, None)
+        return self._subject_refs[key]
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(address={self.address!r}, policy={self._policy!r})"
+
+
+_defaults: dict[str | None, RayExecutor] = {}
+
+
+def default_ray_executor() -> RayExecutor:
+    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``)."""
+    address = os.environ.get(ADDRESS_VARIABLE, "").strip() or None
+    with _init_lock:
+        if address not in _defaults:
+            _defaults[address] = RayExecutor(address)
+        return _defaults[address]
