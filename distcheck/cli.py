@@ -1,0 +1,170 @@
+"""The command line: ``distcheck run`` runs a suite, ``distcheck list`` lists its case ids.
+
+    distcheck run --suite torch-opinfo --checks grad,gradgrad          # local Ray, all cores
+    distcheck run --ops nn.functional.conv2d --mode slow --serial      # in this process
+    distcheck list --ops add --checks grad
+
+Exit status: 0 when every case passed (or was skipped / expected to fail), 1 when a case
+failed, errored or timed out, 2 for usage errors (unknown suite, check, dtype or op names,
+nothing selected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from distcheck.runner import hash_seed
+from distcheck.suites import CHECK_KINDS, MODES, Selection, UsageError, get_suite, suite_names
+
+USAGE_ERROR = 2
+DEFAULT_SUITE = "torch-opinfo"
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _check_kinds(text: str) -> tuple[str, ...]:
+    kinds = _names(text)
+    for kind in kinds:
+        if kind not in CHECK_KINDS:
+            raise argparse.ArgumentTypeError(f"unknown check kind {kind!r} (choose from {', '.join(CHECK_KINDS)})")
+    if not kinds:
+        raise argparse.ArgumentTypeError("no check kind given")
+    return kinds
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+        return value
+
+    return parse
+
+
+def _selection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", default=DEFAULT_SUITE, help=f"one of: {', '.join(suite_names())}")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="fast",
+        help="fast (default: fast-mode gradcheck, as PyTorch's CI) or slow (full Jacobians, small "
+        "samples, as PyTorch's periodic slow-gradcheck job)",
+    )
+    parser.add_argument(
+        "--checks",
+        type=_check_kinds,
+        default=CHECK_KINDS,
+        help=f"comma-separated check kinds (default: all of {','.join(CHECK_KINDS)})",
+    )
+    parser.add_argument("--ops", type=_names, help="comma-separated op names (default: every op)")
+    parser.add_argument("--dtypes", type=_names, help="comma-separated dtypes (default: float64,complex128)")
+    parser.add_argument("-k", dest="substring", metavar="SUBSTRING", help="only case ids containing SUBSTRING")
+    parser.add_argument("--max-cases", type=_positive(int), metavar="N", help="only the first N cases")
+
+
+def parser() -> argparse.ArgumentParser:
+    import distcheck
+
+    top = argparse.ArgumentParser(prog="distcheck", description="Distributed gradient checking of operator suites.")
+    top.add_argument("--version", action="version", version=f"distcheck {distcheck.__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="{run,list}")
+
+    run = commands.add_parser("run", help="run a suite's gradient checks", description="Run a suite's checks.")
+    _selection_arguments(run)
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--serial", action="store_true", help="run every case in this process, in order")
+    where.add_argument(
+        "--address",
+        help="Ray cluster to use (default: a new local Ray on all cores; 'auto': the one started on this "
+        "machine with `ray start`; host:port)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=600.0,
+        metavar="S",
+        help="stop a case after S seconds and report it 'timeout' (default 600; 0: no timeout)",
+    )
+    run.add_argument(
+        "--max-jacobian-mb",
+        type=_positive(float),
+        metavar="M",
+        help="skip a slow-mode case whose Jacobians would need more than M MB (default: a quarter of this "
+        "machine's RAM)",
+    )
+    run.add_argument("--json", metavar="FILE", help="also write a JSON report (summary and one record per case)")
+
+    listing = commands.add_parser("list", help="list a suite's case ids", description="List a suite's case ids.")
+    _selection_arguments(listing)
+    return top
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    return Selection(checks=args.checks, dtypes=args.dtypes, ops=args.ops, substring=args.substring)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from distcheck.runner import select
+
+    count = 0
+    for case in select(get_suite(args.suite, args.mode), _selection(args), args.max_cases):
+        count += 1
+        status = "" if case.status == "run" else f"\t[{case.status}] {case.reason}"
+        print(f"{case.key}{status}")
+    if not count:
+        print("distcheck: no case matches the selection", file=sys.stderr)
+        return USAGE_ERROR
+    return 0
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    from distcheck.reports import console, json_report
+    from distcheck.runner import RunOptions, run_suite
+
+    options = RunOptions(
+        serial=args.serial,
+        address=args.address,
+        timeout=args.timeout or None,
+        max_jacobian_mb=args.max_jacobian_mb,
+        max_cases=args.max_cases,
+    )
+    suite = get_suite(args.suite, args.mode)
+    result = run_suite(suite, _selection(args), options, console.ConsoleProgress())
+    if not result.records:
+        print("distcheck: no case matches the selection", file=sys.stderr)
+        return USAGE_ERROR
+    print(console.summary(result))
+    if args.json:
+        json_report.write(result, args.json, ["distcheck", *argv])
+        print(f"JSON report: {args.json}")
+    return 1 if result.failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line. Started as a command (no ``argv``), it first makes sure that it runs
+    with the run's string-hash seed, re-executing itself if needed (see ``runner.hash_seed``)."""
+    if argv is None:
+        if not hash_seed.is_fixed():
+            hash_seed.reexec(["-m", "distcheck", *sys.argv[1:]])
+        argv = sys.argv[1:]
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _list(args)
+        return _run(args, argv)
+    except UsageError as e:
+        print(f"distcheck: error: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    except ImportError as e:
+        print(f"distcheck: error: suite {args.suite!r} needs a library that is not installed: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("\ndistcheck: interrupted", file=sys.stderr)
+        return 130

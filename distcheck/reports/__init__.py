@@ -1,0 +1,1 @@
+"""Reports of suite runs: ``console.py`` (progress and summary), ``json_report.py``."""

@@ -1,0 +1,139 @@
+"""Console reports: a progress line while a suite runs, a summary when it ends.
+
+The progress goes to stderr: on a terminal one line redrawn in place, otherwise (CI logs,
+pipes) a plain line every ``interval`` seconds. The summary goes to stdout: a table of
+verdicts per check kind, the slowest cases, and the failures with the first lines of their
+messages and a command that reruns just that case.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from typing import TextIO
+
+from distcheck.runner.records import BAD, VERDICTS, CaseRecord
+from distcheck.runner.runner import Listener, RunResult
+from distcheck.suites.base import CHECK_KINDS
+
+BAR_WIDTH = 24
+MESSAGE_LINES = 6  # of each failure's message
+SHOWN_FAILURES = 30
+SHOWN_SLOWEST = 10
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+class ConsoleProgress(Listener):
+    """Draws a run's progress on ``stream``."""
+
+    def __init__(self, stream: TextIO | None = None, interval: float | None = None, tty: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.interval = interval if interval is not None else (0.2 if self.tty else 15.0)
+        self.total, self.complete, self.done, self.bad = 0, False, 0, 0
+        self.start = time.monotonic()
+        self._last_draw = 0.0
+        self._width = 0
+
+    def started(self, result: RunResult) -> None:
+        self.start = time.monotonic()
+        self.stream.write(
+            f"distcheck: suite {result.suite} ({result.mode} mode) on {result.executor}, {result.workers} worker(s)\n"
+        )
+        self.stream.flush()
+
+    def enumerated(self, cases: int, complete: bool) -> None:
+        self.total, self.complete = cases, complete
+
+    def recorded(self, record: CaseRecord) -> None:
+        self.done += 1
+        self.bad += record.verdict in BAD
+        now = time.monotonic()
+        if now - self._last_draw >= self.interval:
+            self._last_draw = now
+            self._draw(now)
+
+    def finished(self, result: RunResult) -> None:
+        self._draw(time.monotonic())
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.flush()
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.start
+        total = f"{self.total}" if self.complete else f"{self.total}+"
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        if self.complete and rate > 0:
+            eta = duration((self.total - self.done) / rate)
+        else:
+            eta = "?"
+        fraction = self.done / self.total if self.total else 0.0
+        filled = int(BAR_WIDTH * fraction)
+        bar = "#" * filled + "." * (BAR_WIDTH - filled)
+        return (
+            f"[{bar}] {self.done}/{total} cases, {self.bad} failed, {rate:.1f}/s, "
+            f"elapsed {duration(elapsed)}, ETA {eta}"
+        )
+
+    def _draw(self, now: float) -> None:
+        text = self.line(now)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+        else:
+            self.stream.write(f"progress: {text}\n")
+        self.stream.flush()
+
+
+def reproduce_command(record: CaseRecord, mode: str) -> str:
+    """A command that reruns just this case, in this process."""
+    case = record.case
+    words = ["distcheck", "run", "--suite", case.suite, "--ops", case.op, "--dtypes", case.dtype]
+    words += ["--checks", case.check, "-k", str(case), "--serial"]
+    if mode != "fast":
+        words += ["--mode", mode]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def summary(result: RunResult) -> str:
+    """The end-of-run report: verdicts per check kind, slowest cases, failures."""
+    lines = [
+        f"{result.suite} ({result.mode} mode) on {result.executor} with {result.workers} worker(s): "
+        f"{len(result.records)} cases in {result.seconds:.1f} s",
+        "",
+    ]
+    checks = [c for c in CHECK_KINDS if any(r.case.check == c for r in result.records)]
+    header = ["check", *VERDICTS, "total"]
+    rows = [header]
+    for check in [*checks, None]:
+        counts = result.counts(check)
+        rows.append([check or "total", *(str(counts[v]) for v in VERDICTS), str(sum(counts.values()))])
+    widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells))
+    ran = [r for r in result.records if r.tasks > 0]
+    if ran:
+        lines += ["", "Slowest cases:"]
+        for r in sorted(ran, key=lambda r: -r.seconds)[:SHOWN_SLOWEST]:
+            lines.append(f"  {r.seconds:8.2f} s  {r.tasks:5d} task(s)  {r.verdict:7s}  {r.id}")
+    bad = [r for r in result.records if r.verdict in BAD]
+    if bad:
+        lines += ["", f"Failures ({len(bad)}):"]
+        for r in bad[:SHOWN_FAILURES]:
+            lines.append(f"  {r.verdict.upper()} {r.id} ({r.seconds:.2f} s)")
+            message = r.message.strip().splitlines() or ["(no message)"]
+            lines += [f"      {text}" for text in message[:MESSAGE_LINES]]
+            if len(message) > MESSAGE_LINES:
+                lines.append(f"      ... ({len(message) - MESSAGE_LINES} more lines)")
+            lines.append(f"      rerun: {reproduce_command(r, result.mode)}")
+        if len(bad) > SHOWN_FAILURES:
+            lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
+    lines += ["", "FAILED" if result.failed else "OK"]
+    return "\n".join(lines)

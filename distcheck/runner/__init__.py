@@ -1,0 +1,12 @@
+"""The suite runner: a suite's cases dispatched serially or on Ray, a record per case.
+
+- ``runner.py``: orchestration (enumerate, dispatch, collect); ``records.py``: verdicts;
+- ``case_runner.py``: one case where it lands (rebuild, fingerprint, budget, check);
+- ``judge.py``: a built case's verdict under a checker; ``budget.py``: size and time estimates;
+- ``serial.py``, ``ray_dispatch.py`` (with ``feed.py`` and ``split.py``): the dispatchers.
+"""
+
+from distcheck.runner.records import BAD, VERDICTS, CaseRecord
+from distcheck.runner.runner import RunOptions, RunResult, run_suite, select
+
+__all__ = ["BAD", "VERDICTS", "CaseRecord", "RunOptions", "RunResult", "run_suite", "select"]

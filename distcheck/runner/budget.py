@@ -1,0 +1,172 @@
+"""Budgets: a case's size and time, estimated before it runs, decide how (and whether) it runs.
+
+A slow-mode check holds dense Jacobians: a numerical and an analytical one of
+(input elements × output elements) entries. The estimate evaluates the function once (for
+cases that are not tiny, it also times a few evaluations and backward passes) and counts
+
+- memory: 2 · Σ input numel · Σ output numel · itemsize (16 bytes for complex, 8 otherwise),
+  for the largest call of the case (gradgradcheck checks the derived function
+  ``(inputs, grad_outputs) -> grads``: Σ (input + output) numel × Σ input numel);
+- time: central differences cost 2 evaluations per input element (4 if complex), analytical
+  rows 2 backward passes per output element (twice more for complex outputs: real and
+  imaginary parts); forward-mode columns one JVP (about 2 evaluations) each. Fast-mode calls
+  hold no Jacobian and cost a handful of evaluations.
+
+Over the memory budget a case is skipped, with the estimate as the reason; above the split
+threshold (seconds of work) a distributed runner cuts it into Jacobian chunks instead of
+running it whole in one task — unless its Jacobians are large, see :class:`Budget`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+
+from distcheck.engines import engine_for
+from distcheck.suites.base import BuiltCase, CheckCall
+
+RAM_FRACTION = 0.25  # default memory budget: this share of the machine's RAM
+_TIMED_FROM = 1000  # input + output elements from which the times are measured carefully
+
+RUN, SKIP, SPLIT = "run", "skip", "split"
+
+
+def machine_ram() -> int:
+    """Physical memory of this machine, in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def default_max_jacobian_mb() -> int:
+    return int(machine_ram() * RAM_FRACTION / 2**20)
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if count < 1000 or unit == "PB":
+            return f"{count:.3g} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Size and single-thread time of a case's largest slow-mode Jacobian (all zeros when
+    every call is in fast mode)."""
+
+    columns: int  # input elements: Jacobian columns (finite differences)
+    rows: int  # output elements: Jacobian rows (backward passes)
+    itemsize: int
+    seconds: float
+
+    @property
+    def jacobian_bytes(self) -> int:
+        return self.columns * self.rows * self.itemsize
+
+    @property
+    def bytes(self) -> int:
+        """Numerical and analytical Jacobians, both held at once."""
+        return 2 * self.jacobian_bytes
+
+    def describe(self) -> str:
+        return (
+            f"Jacobian {self.columns:,} × {self.rows:,} ({human_bytes(self.jacobian_bytes)} dense; "
+            f"{human_bytes(self.bytes)} for the numerical and analytical ones), about {self.seconds:.3g} s of work"
+        )
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class _Measured:
+    columns: int
+    rows: int
+    itemsize: int
+    evaluation: float
+    backward: float
+
+
+def _fastest(run, repeats: int = 3) -> float:
+    """The fastest of a few timed runs (first calls may include one-off initialization)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _measure(case: BuiltCase) -> _Measured:
+    """Sizes from one evaluation; for a case that is not tiny, the times of an evaluation and
+    of a backward pass (fastest of a few)."""
+    engine = engine_for(case.func, case.inputs)
+    diff = [k for k, x in enumerate(case.inputs) if engine.is_tensor(x) and engine.info(x, case.func, k).requires_grad]
+    inputs = [engine.info(case.inputs[k], case.func, k) for k in diff]
+    start = time.perf_counter()
+    outputs = engine.call(case.func, case.inputs)
+    evaluation = backward = time.perf_counter() - start
+    described = [(p, engine.info(o)) for p, o in enumerate(outputs) if engine.is_tensor(o)]
+    differentiable = [(p, o) for p, o in described if o.requires_grad and o.is_float_or_complex and o.numel]
+    columns = sum(i.numel for i in inputs)
+    rows = sum(o.numel for _, o in differentiable)
+    if columns + rows >= _TIMED_FROM:
+        evaluation = backward = _fastest(lambda: engine.call(case.func, case.inputs))
+        if diff and differentiable:
+            vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
+            backward = _fastest(lambda: vjp(0))
+    is_complex = any(i.is_complex for i in inputs) or any(o.is_complex for _, o in differentiable)
+    return _Measured(columns, rows, 16 if is_complex else 8, evaluation, backward)
+
+
+def _call_estimate(m: _Measured, call: CheckCall) -> Estimate:
+    kwargs = call.kwargs
+    complex_factor = 2 if m.itemsize == 16 else 1
+    if call.function == "gradgradcheck":  # gradcheck of (inputs, grad_outputs) -> grads
+        columns, rows = m.columns + m.rows, m.columns
+        evaluation, backward = m.evaluation + m.backward, 2 * m.backward
+        forward = kwargs.get("check_fwd_over_rev", False)
+    else:
+        columns, rows, evaluation, backward = m.columns, m.rows, m.evaluation, m.backward
+        forward = kwargs.get("check_forward_ad", False)
+    if kwargs.get("fast_mode", False):
+        return Estimate(0, 0, m.itemsize, 4 * (evaluation + backward))
+    numerical = 2 * complex_factor * columns * evaluation
+    analytical = complex_factor * columns * 2 * evaluation if forward else 2 * complex_factor * rows * backward
+    return Estimate(columns, rows, m.itemsize, numerical + analytical)
+
+
+def estimate(case: BuiltCase) -> Estimate:
+    """The case's estimate: its largest Jacobian; the time of all its calls."""
+    measured = _measure(case)
+    calls = [_call_estimate(measured, call) for call in case.calls]
+    largest = max(calls, key=lambda e: e.bytes)
+    return Estimate(largest.columns, largest.rows, largest.itemsize, sum(e.seconds for e in calls))
+
+
+def has_slow_calls(case: BuiltCase) -> bool:
+    """Whether some call of the case computes full Jacobians (fast_mode off)."""
+    return any(not call.kwargs.get("fast_mode", False) for call in case.calls)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``max_bytes``: a case whose Jacobians need more is skipped. A case estimated at more
+    than ``split_seconds`` of work is split into Jacobian chunks (None: never split), unless its
+    Jacobians exceed ``split_max_bytes``: then its cost is mostly work on whole Jacobians
+    (assembling, comparing), which stays in one process, and it runs whole."""
+
+    max_bytes: float
+    split_seconds: float | None = None
+    split_max_bytes: float = float("inf")
+
+    def decide(self, estimate: Estimate) -> tuple[str, str]:
+        """``(run | skip | split, reason)``."""
+        if estimate.bytes > self.max_bytes:
+            return SKIP, (
+                f"over the memory budget: {estimate.describe()} > --max-jacobian-mb {self.max_bytes / 2**20:,.0f}"
+            )
+        if self.split_seconds is not None and estimate.seconds > self.split_seconds:
+            if estimate.bytes <= self.split_max_bytes:
+                return SPLIT, f"estimated {estimate.seconds:.3g} s > {self.split_seconds:g} s"
+        return RUN, ""

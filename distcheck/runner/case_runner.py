@@ -1,0 +1,97 @@
+"""Running one case where it lands (a Ray worker, or this process): rebuild it from its id,
+compare the fingerprint of its inputs with the driver's, estimate it, then check it.
+
+Every step's failure is a verdict, never an exception: a runner must go on with the others.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+from distcheck.engines import get_engine
+from distcheck.executors.serial import SerialExecutor
+from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
+from distcheck.runner.judge import Checker, distcheck_checker, judge
+from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
+from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
+
+SPLIT_VERDICT = "split"  # not a verdict of the run: "run me in chunks" (see runner.split)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running a case where it landed gave: a verdict, or ``split``. ``fingerprint`` is
+    that of the inputs actually rebuilt (the driver checks it again)."""
+
+    verdict: str
+    message: str = ""
+    seconds: float = 0.0
+    fingerprint: str | None = None
+    estimate: Estimate | None = None
+
+
+def fingerprint_mismatch(case: CaseId, expected: str, got: str) -> str:
+    return (
+        f"{case}: the inputs rebuilt from the case id have fingerprint {got}, the driver enumerated {expected}: "
+        "the worker would check other numbers (a different torch version on the node, or a sample "
+        "function that is not deterministic); not run"
+    )
+
+
+def build_checked(suite: Suite, case: CaseId, expected: str | None) -> tuple[BuiltCase | None, Outcome | None]:
+    """The rebuilt case, or the outcome that says why it cannot run."""
+    try:
+        built = suite.build(case)
+    except Exception as e:
+        return None, Outcome(ERROR, f"rebuilding the case failed: {type(e).__name__}: {e}")
+    if expected is not None and built.fingerprint != expected:
+        return None, Outcome(ERROR, fingerprint_mismatch(case, expected, built.fingerprint), 0.0, built.fingerprint)
+    return built, None
+
+
+def run_case(
+    suite: Suite,
+    case: CaseId,
+    expected: str | None,
+    budget: Budget,
+    checker: Checker | None = None,
+) -> Outcome:
+    """Rebuild, verify, estimate and check one case on one intra-op thread. ``checker``:
+    distcheck's checks on the serial executor unless given (a runner passes a Ray executor's
+    for a case it splits)."""
+    start = time.perf_counter()
+    with get_engine(suite.engine).threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ops' deprecation warnings, from every worker: noise
+        built, refused = build_checked(suite, case, expected)
+        if refused is not None:
+            return refused
+        estimated = None
+        if has_slow_calls(built):
+            try:
+                estimated = estimate(built)
+            except Exception:  # the function itself fails: the check reports it
+                estimated = None
+        if estimated is not None:
+            decision, reason = budget.decide(estimated)
+            if decision == SKIP:
+                return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
+            if decision == SPLIT:
+                return Outcome(SPLIT_VERDICT, reason, time.perf_counter() - start, built.fingerprint, estimated)
+        verdict, message = judge(built, checker or distcheck_checker(SerialExecutor()))
+        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated)
+
+
+def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
+    """The record of a case from where it ran, after the driver's own fingerprint check."""
+    if outcome.fingerprint is not None and info.fingerprint is not None and outcome.fingerprint != info.fingerprint:
+        return CaseRecord(
+            info.id, ERROR, fingerprint_mismatch(info.id, info.fingerprint, outcome.fingerprint), outcome.seconds, tasks
+        )
+    estimated = None if outcome.estimate is None else outcome.estimate.to_json()
+    return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated)
+
+
+def timeout_record(info: CaseInfo, timeout: float | None, seconds: float, tasks: int) -> CaseRecord:
+    return CaseRecord(info.id, TIMEOUT, f"stopped after {timeout:g} s (--timeout)", seconds, tasks)

@@ -1,0 +1,80 @@
+"""The verdict of a built case: run its calls with a checker (distcheck's, or a reference's).
+
+- ``pass``: every call returned True; or the case expects an error and got it.
+- ``fail``: a call raised the checker's failure type (GradcheckError) or returned False; or an
+  expected error was not raised.
+- ``error``: anything else raised (the op or its backward crashed, a bad sample...).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from distcheck.runner.records import ERROR, FAIL, PASS
+from distcheck.suites.base import BuiltCase, CheckCall
+
+
+@dataclass(frozen=True)
+class Checker:
+    """The gradcheck / gradgradcheck functions a case is judged with, and the exception types
+    that mean "the gradients are wrong"."""
+
+    gradcheck: Callable[..., bool]
+    gradgradcheck: Callable[..., bool]
+    failures: tuple[type[BaseException], ...]
+
+
+def distcheck_checker(executor) -> Checker:
+    """distcheck's checks, running their units on ``executor``."""
+    import distcheck
+
+    return Checker(
+        functools.partial(distcheck.gradcheck, executor=executor),
+        functools.partial(distcheck.gradgradcheck, executor=executor),
+        (distcheck.GradcheckError,),
+    )
+
+
+def torch_checker() -> Checker:
+    """torch.autograd's own checks (the reference)."""
+    reference = importlib.import_module("torch.autograd.gradcheck")  # the module, not the function
+    return Checker(reference.gradcheck, reference.gradgradcheck, (reference.GradcheckError,))
+
+
+def _describe(call: CheckCall, index: int, total: int) -> str:
+    if total == 1:
+        return call.function
+    noncontiguous = call.kwargs.get("gen_non_contig_grad_outputs")
+    detail = f", gen_non_contig_grad_outputs={noncontiguous}" if noncontiguous is not None else ""
+    return f"{call.function} (call {index + 1} of {total}{detail})"
+
+
+def judge(case: BuiltCase, checker: Checker) -> tuple[str, str]:
+    """``(verdict, message)`` of ``case`` under ``checker``. Warnings are silenced (PyTorch's
+    tests do not fail on them); BaseExceptions (interrupts, timeouts) propagate."""
+    expected = case.expected_error
+    where = ""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for index, call in enumerate(case.calls):
+                where = _describe(call, index, len(case.calls))
+                case.before_call()
+                check = checker.gradcheck if call.function == "gradcheck" else checker.gradgradcheck
+                if not check(case.func, case.inputs, **call.kwargs):
+                    return FAIL, f"{where} returned False"
+    except Exception as e:
+        if expected is not None:
+            if expected.matches(e):
+                return PASS, ""
+            return FAIL, f"expected {expected}; {where} raised {type(e).__name__}: {e}"
+        if isinstance(e, checker.failures):
+            return FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e)
+        return ERROR, f"{where} raised {type(e).__name__}: {e}"
+    if expected is not None:
+        return FAIL, f"expected {expected}, but the checks passed"
+    return PASS, ""

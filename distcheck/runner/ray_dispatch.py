@@ -1,0 +1,181 @@
+"""Ray dispatch: batches of cases as streaming generator tasks, results as they finish.
+
+- **Batches.** Consecutive cases of one group (op and dtype: they share their samples, which
+  a worker generates once) go into one task, up to ``batch_size`` of them (fast-mode cases take
+  milliseconds: a task per case would cost more in Ray overhead than the check itself). Cases
+  with a cost hint of at least ``costly`` go first, one per task (see :mod:`.feed`). A
+  window of ``2 × workers`` tasks is kept in flight: every worker has its next task queued,
+  while new work — a split case's chunks, a resubmitted batch — starts within one batch.
+- **Streaming.** A batch task is a generator: it yields once when it starts and once after
+  each case, so the driver knows which case is running and since when, and records each
+  result as it arrives.
+- **Timeouts.** A case running longer than ``timeout`` has its task cancelled with
+  ``force=True`` (killing the worker: a plain cancel cannot interrupt a C call) and is reported
+  ``timeout``; the rest of its batch is resubmitted. A worker that dies (out of memory, ...)
+  makes its current case ``error``; the rest of its batch is resubmitted likewise.
+- **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
+- **Budgets.** The worker estimates each case before running it: over the memory budget it is
+  ``skipped``; above the split thresholds it comes back as ``split`` and runs on the driver in
+  Jacobian chunks over every worker (:mod:`distcheck.runner.split`).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import ray
+from ray.exceptions import RayError
+
+from distcheck.executors.ray_executor import RayExecutor, ensure_ray
+from distcheck.runner import hash_seed
+from distcheck.runner.budget import Budget
+from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, run_case, timeout_record, to_record
+from distcheck.runner.feed import Feed
+from distcheck.runner.records import ERROR, CaseRecord
+from distcheck.runner.split import Splitter
+from distcheck.suites.base import CaseId, CaseInfo, Suite
+
+POLL = 0.05  # seconds between looks at the tasks when nothing arrives
+COSTLY = 1000  # cases with at least this cost hint go first, one per task
+
+
+@ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")
+def _run_batch(suite: Suite, cases: list[tuple[CaseId, str | None]], budget: Budget):
+    """Yields ``(-1, None)`` when it starts, then ``(k, outcome)`` after case k."""
+    suite.prepare()
+    yield -1, None
+    for k, (case, fingerprint) in enumerate(cases):
+        yield k, run_case(suite, case, fingerprint, budget)
+
+
+@dataclass
+class _Batch:
+    cases: list[CaseInfo]
+    current: int = 0  # the case running (or to run first)
+    started: float | None = None  # when it started (driver clock); None while queued
+
+
+class RayDispatcher:
+    name = "ray"
+
+    def __init__(
+        self,
+        suite: Suite,
+        budget: Budget,
+        timeout: float | None,
+        address: str | None = None,
+        batch_size: int = 32,
+        costly: int | None = COSTLY,
+        split_budget: Budget | None = None,
+    ):
+        self.suite, self.budget, self.timeout, self.address = suite, budget, timeout, address
+        self.batch_size, self.costly = batch_size, costly
+        self.split_budget = split_budget or Budget(budget.max_bytes)
+        self._workers: int | None = None
+
+    @property
+    def workers(self) -> int:
+        if self._workers is None:
+            ensure_ray(self.address, {"env_vars": dict(hash_seed.ENV)})
+            self._workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        return self._workers
+
+    def run(self, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]) -> None:
+        _Run(self, cases, emit).loop()
+
+
+class _Run:
+    """One dispatch: the loop that keeps the window full, reads results, enforces timeouts."""
+
+    def __init__(self, dispatcher: RayDispatcher, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]):
+        self.d, self.emit = dispatcher, emit
+        self.window = 2 * dispatcher.workers
+        self.feed = Feed(cases, dispatcher.costly)
+        self.resubmitted: collections.deque[_Batch] = collections.deque()
+        self.running: dict[ray.ObjectRefGenerator, _Batch] = {}
+        self.splitter = Splitter(
+            dispatcher.suite, dispatcher.split_budget, RayExecutor(dispatcher.address), dispatcher.timeout
+        )
+        self.task = _run_batch.options(runtime_env=hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env))
+
+    def loop(self) -> None:
+        try:
+            while True:
+                self.fill()
+                if self.feed.enumerated:  # the driver's RNG is free for split cases
+                    self.splitter.start()
+                if self.feed.done and not self.resubmitted and not self.running and self.splitter.idle:
+                    return
+                self.receive()
+                now = time.monotonic()
+                self.enforce_timeouts(now)
+                for record in self.splitter.poll(now):
+                    self.emit(record)
+        finally:
+            for generator in self.running:
+                ray.cancel(generator, force=True)
+            self.splitter.stop()
+
+    def fill(self) -> None:
+        while len(self.running) < self.window:
+            if self.resubmitted:
+                batch = self.resubmitted.popleft()
+            else:
+                cases = self.feed.batch(self.d.batch_size, wait=0.0 if self.running else POLL)
+                if not cases:
+                    return
+                batch = _Batch(cases)
+            payload = [(case.id, case.fingerprint) for case in batch.cases]
+            self.running[self.task.remote(self.d.suite, payload, self.d.budget)] = batch
+
+    def receive(self) -> None:
+        if not self.running:  # only split cases (or enumeration) in progress
+            time.sleep(POLL)
+            return
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=POLL)
+        if ready:
+            ready, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=0)
+        for generator in ready:
+            batch = self.running[generator]
+            try:
+                index, outcome = ray.get(next(generator))
+            except StopIteration:
+                del self.running[generator]
+                continue
+            except RayError as e:  # the worker died: its current case is an error, the rest go again
+                del self.running[generator]
+                lost = batch.cases[batch.current]
+                self.emit(CaseRecord(lost.id, ERROR, f"the worker running this case died: {e}", 0.0, 1))
+                self.requeue(batch)
+                continue
+            self.handle(batch, index, outcome)
+
+    def handle(self, batch: _Batch, index: int, outcome: Outcome | None) -> None:
+        now = time.monotonic()
+        if outcome is not None:
+            case = batch.cases[index]
+            if outcome.verdict == SPLIT_VERDICT:
+                self.splitter.add(case)
+            else:
+                self.emit(to_record(case, outcome, tasks=1))
+        batch.current = index + 1
+        batch.started = now if batch.current < len(batch.cases) else None
+
+    def requeue(self, batch: _Batch) -> None:
+        rest = batch.cases[batch.current + 1 :]
+        if rest:
+            self.resubmitted.appendleft(_Batch(rest))
+
+    def enforce_timeouts(self, now: float) -> None:
+        if self.d.timeout is None:
+            return
+        for generator, batch in list(self.running.items()):
+            if batch.started is not None and now - batch.started > self.d.timeout:
+                ray.cancel(generator, force=True)
+                del self.running[generator]
+                case = batch.cases[batch.current]
+                self.emit(timeout_record(case, self.d.timeout, now - batch.started, tasks=1))
+                self.requeue(batch)

@@ -1,0 +1,46 @@
+"""What a run says about each case: its verdict, message, time and number of tasks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from distcheck.suites.base import CaseId
+
+PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT = "pass", "fail", "error", "skipped", "xfail", "timeout"
+VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)
+BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """The result of one case. ``tasks``: executor tasks it took (0: decided without running,
+    1: run whole in one task, more: split into Jacobian chunks). ``estimate``: the planner's
+    estimate of its size and time, when it made one."""
+
+    case: CaseId
+    verdict: str
+    message: str = ""
+    seconds: float = 0.0
+    tasks: int = 0
+    estimate: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.case)
+
+    def to_json(self) -> dict[str, Any]:
+        record = {
+            "id": self.id,
+            "op": self.case.op,
+            "check": self.case.check,
+            "dtype": self.case.dtype,
+            "sample": self.case.sample,
+            "verdict": self.verdict,
+            "message": self.message,
+            "seconds": round(self.seconds, 6),
+            "tasks": self.tasks,
+        }
+        if self.estimate is not None:
+            record["estimate"] = dict(self.estimate)
+        return record

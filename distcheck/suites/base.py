@@ -1,0 +1,170 @@
+"""The suite interface: a suite enumerates cases by stable ids and rebuilds any case from its id.
+
+A **case** is one operator × one sample × one dtype × one check kind, named by a readable id::
+
+    torch-opinfo::nn.functional.conv2d::float64::sample3::gradgrad
+
+A test the suite does not run at all (skipped or expected to fail, as a whole) is one case
+without a sample part: ``torch-opinfo::cov::float64::grad``.
+
+Enumeration (:meth:`Suite.cases`) is cheap and lazy, op by op, so that a runner can dispatch the
+first cases while later ones are still being enumerated. Each runnable case carries the
+fingerprint of its inputs; a worker rebuilds the case from its id alone (:meth:`Suite.build`,
+deterministic seeding: no tensors travel with a task) and the runner compares the rebuilt
+inputs' fingerprint with the enumerated one, so that a worker never silently checks other
+numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+CHECK_KINDS = ("grad", "gradgrad", "fwgrad", "fwgrad_bwgrad")
+MODES = ("fast", "slow")
+SEPARATOR = "::"
+
+# a case's status before it runs (error: the suite could not even enumerate it properly)
+RUN, SKIPPED, XFAIL, ERROR = "run", "skipped", "xfail", "error"
+
+
+class UsageError(ValueError):
+    """A bad suite, check, dtype or op name (the command line reports it, exit status 2)."""
+
+
+@dataclass(frozen=True)
+class CaseId:
+    """The parts of a case id: ``suite::op::dtype[::sampleN]::check``."""
+
+    suite: str
+    op: str
+    dtype: str
+    check: str
+    sample: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.suite, self.op, self.dtype]
+        if self.sample is not None:
+            parts.append(f"sample{self.sample}")
+        return SEPARATOR.join([*parts, self.check])
+
+    @classmethod
+    def parse(cls, text: str) -> CaseId:
+        parts = text.split(SEPARATOR)
+        if len(parts) == 5:
+            suite, op, dtype, sample, check = parts
+            found = re.fullmatch(r"sample(\d+)", sample)
+            if found is None:
+                raise ValueError(f"bad case id {text!r}: expected 'sampleN' as its fourth part, got {sample!r}")
+            index: int | None = int(found.group(1))
+        elif len(parts) == 4:
+            suite, op, dtype, check = parts
+            index = None
+        else:
+            raise ValueError(f"bad case id {text!r}: expected suite::op::dtype[::sampleN]::check")
+        if check not in CHECK_KINDS:
+            raise ValueError(f"bad case id {text!r}: unknown check kind {check!r}")
+        if not all((suite, op, dtype)):
+            raise ValueError(f"bad case id {text!r}: empty part")
+        return cls(suite, op, dtype, check, index)
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    """One enumerated case. ``status`` is ``run``, ``skipped``, ``xfail`` or ``error`` (with
+    ``reason``); a runnable case has the ``fingerprint`` of its inputs, and may have a ``cost``
+    hint (in the suite's units, e.g. input elements; 0: small or unknown): dispatchers start
+    the costliest cases first."""
+
+    id: CaseId
+    status: str = RUN
+    reason: str = ""
+    fingerprint: str | None = None
+    cost: int = 0
+
+    @property
+    def key(self) -> str:
+        return str(self.id)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """Cases of one group share their inputs' construction (a worker builds it once)."""
+        return self.id.op, self.id.dtype
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which cases to enumerate: check kinds, dtypes and op names (None: all), and a substring
+    the case id must contain."""
+
+    checks: tuple[str, ...] = CHECK_KINDS
+    dtypes: tuple[str, ...] | None = None
+    ops: tuple[str, ...] | None = None
+    substring: str | None = None
+
+    def wants(self, case: CaseId) -> bool:
+        return self.substring is None or self.substring in str(case)
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One call of ``gradcheck`` or ``gradgradcheck`` with its keyword arguments."""
+
+    function: str  # "gradcheck" or "gradgradcheck"
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """The case passes if (and only if) a check raises this: an exception of ``type`` whose
+    message matches ``pattern`` (``re.search``), as ``assertRaisesRegex``."""
+
+    type: type[BaseException]
+    pattern: str
+
+    def matches(self, error: BaseException) -> bool:
+        return isinstance(error, self.type) and re.search(self.pattern, str(error)) is not None
+
+    def __str__(self) -> str:
+        return f"{self.type.__name__} matching {self.pattern!r}"
+
+
+@dataclass
+class BuiltCase:
+    """A case rebuilt from its id: the checked function, its inputs and the calls to make.
+
+    ``before_call`` runs before every call (a suite reseeds its engine's global RNG there, so
+    that the random grad-outputs of gradgradcheck and the batched checks are reproducible).
+    """
+
+    id: CaseId
+    func: Callable
+    inputs: tuple
+    calls: tuple[CheckCall, ...]
+    fingerprint: str
+    expected_error: ExpectedError | None = None
+    before_call: Callable[[], None] = field(default=lambda: None)
+
+
+class Suite(Protocol):
+    """A collection of gradient-check cases in one ``mode`` (``fast`` or ``slow``: the mode may
+    choose the samples as well as the checks' options). Suite objects are small and picklable
+    (workers receive them); expensive state (an op database, samples) is loaded lazily, once
+    per process."""
+
+    name: str
+    mode: str
+    engine: str  # the distcheck engine of its checks ("torch", ...)
+
+    def prepare(self) -> None:
+        """Load what building cases needs (an op database) in this process, once: a worker
+        calls it before its cases' clocks start."""
+
+    def cases(self, selection: Selection) -> Iterator[CaseInfo]:
+        """Enumerate the selected cases, lazily (in an order that keeps groups together).
+        Raises :class:`UsageError` for names the suite does not know."""
+
+    def build(self, case: CaseId) -> BuiltCase:
+        """Rebuild a runnable case from its id, deterministically."""

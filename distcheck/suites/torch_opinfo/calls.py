@@ -1,0 +1,134 @@
+"""One OpInfo sample as gradient checks, exactly as ``TestGradients._check_helper`` (in torch's
+``testing/_internal/common_utils.py``) makes them.
+
+- The gradcheck inputs are the tensors that require grad among the sample's input (each
+  tensor of it when it is a list of tensors), positional args and kwarg values, in that order.
+  Everything else (index tensors, targets without grad, numbers, lists in args) is a constant.
+- The checked function puts its inputs back where they came from, calls the op through its
+  ``gradcheck_wrapper`` and returns ``sample.output_process_fn_grad(output)``.
+- The options of each check kind are those the PyTorch tests pass through the test-suite
+  wrappers of gradcheck / gradgradcheck, whose defaults are ``check_batched_grad=True`` and
+  ``fast_mode=True`` (``False`` in the slow-gradcheck CI job) for the options an OpInfo leaves
+  at None: an explicit ``gradcheck_fast_mode`` beats the mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from typing import Any
+
+import torch
+from torch.testing._internal.common_utils import is_iterable_of_tensors
+
+from distcheck.suites.base import CheckCall, ExpectedError
+
+# what the forward-mode tests of an op without forward AD assert (assertRaisesRegex)
+FORWARD_AD_UNSUPPORTED = ExpectedError(
+    NotImplementedError, r"Trying to use forward AD with .* that does not support it"
+)
+
+
+def _requires_grad(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.requires_grad
+
+
+def gradcheck_inputs(sample) -> tuple[torch.Tensor, ...]:
+    """The sample's tensors that require grad: the differentiable inputs of its checks."""
+    if is_iterable_of_tensors(sample.input):
+        values = chain(sample.input, sample.args, sample.kwargs.values())
+    else:
+        values = chain((sample.input,), sample.args, sample.kwargs.values())
+    return tuple(x for x in values if _requires_grad(x))
+
+
+class SampleFunction:
+    """``fn(*inputs)``: the op called on the sample with its differentiable tensors replaced by
+    ``inputs`` (in :func:`gradcheck_inputs` order), through the op's ``gradcheck_wrapper``,
+    then ``output_process_fn_grad``. Pickled with the op's name, not the OpInfo object."""
+
+    def __init__(self, op, sample):
+        self.op, self.sample = op, sample
+
+    def __call__(self, *inputs: torch.Tensor):
+        taken = iter(inputs)
+        positional = [_recomposed(self.sample.input, taken)]
+        positional += [_recomposed(arg, taken) for arg in self.sample.args]
+        kwargs = {key: _recomposed(value, taken) for key, value in self.sample.kwargs.items()}
+        output = self.op.gradcheck_wrapper(self.op.get_op(), *positional, **kwargs)
+        if self.sample.output_process_fn_grad is not None:
+            return self.sample.output_process_fn_grad(output)
+        return output
+
+    def __reduce__(self):
+        return _sample_function, (self.op.full_name, self.sample)
+
+    def __repr__(self) -> str:
+        return f"SampleFunction({self.op.full_name})"
+
+
+def _sample_function(op_name: str, sample) -> SampleFunction:
+    from distcheck.suites.torch_opinfo.database import op_named
+
+    return SampleFunction(op_named(op_name), sample)
+
+
+def _recomposed(value: Any, taken) -> Any:
+    """``value`` with each tensor that requires grad replaced by the next of ``taken``."""
+    if is_iterable_of_tensors(value):
+        return [next(taken) if _requires_grad(x) else x for x in value]
+    return next(taken) if _requires_grad(value) else value
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """The test-suite wrappers' rule: an option left at None takes the wrapper's default."""
+    return default if value is None else value
+
+
+def check_calls(op, check: str, mode: str) -> tuple[CheckCall, ...]:
+    """The gradcheck / gradgradcheck calls of one sample for check kind ``check`` in ``mode``."""
+    common = {
+        "check_grad_dtypes": True,
+        "nondet_tol": op.gradcheck_nondet_tol,
+        "fast_mode": _or_default(op.gradcheck_fast_mode, mode == "fast"),
+    }
+    if check == "grad":  # test_fn_grad
+        kwargs = {
+            **common,
+            "check_batched_grad": _or_default(op.check_batched_grad, True),
+            "check_forward_ad": False,
+            "check_backward_ad": True,
+            "check_undefined_grad": True,
+            "check_batched_forward_grad": False,
+        }
+        return (CheckCall("gradcheck", kwargs),)
+    if check == "fwgrad":  # test_forward_mode_AD
+        kwargs = {
+            **common,
+            "check_batched_grad": False,
+            "check_forward_ad": True,
+            "check_backward_ad": False,
+            "check_undefined_grad": True,
+            "check_batched_forward_grad": bool(op.check_batched_forward_grad),
+        }
+        return (CheckCall("gradcheck", kwargs),)
+    # test_fn_gradgrad and test_fn_fwgrad_bwgrad: gradgradcheck with contiguous, then
+    # non-contiguous random grad-outputs
+    extra: dict[str, Any] = {"check_batched_grad": _or_default(op.check_batched_gradgrad, True)}
+    if check == "fwgrad_bwgrad":
+        extra = {
+            "check_fwd_over_rev": True,
+            "check_rev_over_rev": False,
+            "check_batched_grad": False,
+            "check_undefined_grad": False,
+        }
+    return tuple(
+        CheckCall("gradgradcheck", {**common, **extra, "gen_non_contig_grad_outputs": noncontiguous})
+        for noncontiguous in (False, True)
+    )
+
+
+def unexpected_grads(inputs: Sequence[torch.Tensor]) -> list[int]:
+    """Positions of inputs that already have a ``.grad`` (the helper asserts there is none:
+    it would mean a tensor is shared between samples)."""
+    return [k for k, x in enumerate(inputs) if x.grad is not None]

@@ -1,0 +1,123 @@
+"""Suite ``torch-opinfo``: PyTorch's OpInfo database, checked as PyTorch's own gradient tests
+check it (``test_ops_gradients.py``, ``test_ops_fwd_gradients.py``), sample by sample.
+
+Cases: every op of ``op_db`` with autograd (backward or forward mode) × float64 / complex128
+where the op has backward support for them × the check kinds ``grad`` (test_fn_grad),
+``gradgrad`` (test_fn_gradgrad), ``fwgrad`` (test_forward_mode_AD), ``fwgrad_bwgrad``
+(test_fn_fwgrad_bwgrad) × the op's samples. A test PyTorch skips or expects to fail is one case
+(no sample part) reported ``skipped`` / ``xfail`` with its reason. Mode ``slow`` is the
+slow-gradcheck CI job: full Jacobians (unless the op forces fast mode) and
+``small_inputs_only`` samples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Iterator
+
+from distcheck.suites.base import CHECK_KINDS, ERROR, RUN, BuiltCase, CaseId, CaseInfo, Selection, UsageError
+from distcheck.suites.torch_opinfo import samples
+from distcheck.suites.torch_opinfo.calls import (
+    FORWARD_AD_UNSUPPORTED,
+    SampleFunction,
+    check_calls,
+    gradcheck_inputs,
+    unexpected_grads,
+)
+from distcheck.suites.torch_opinfo.database import DTYPES, dtype_name, dtype_named, op_named, op_table
+from distcheck.suites.torch_opinfo.status import checked_dtypes, expects_not_implemented, has_autograd, pytorch_status
+
+
+def case_seed(case: CaseId) -> int:
+    """The global-RNG seed of a case's checks (their random grad-outputs and batched vectors)."""
+    return int.from_bytes(hashlib.sha256(str(case).encode()).digest()[:4], "little")
+
+
+class TorchOpInfoSuite:
+    name = "torch-opinfo"
+    engine = "torch"
+
+    def __init__(self, mode: str = "fast"):
+        self.mode = mode
+
+    @property
+    def small_inputs(self) -> bool:
+        return self.mode == "slow"
+
+    def prepare(self) -> None:
+        op_table()
+
+    def cases(self, selection: Selection) -> Iterator[CaseInfo]:
+        unknown = [c for c in selection.checks if c not in CHECK_KINDS]
+        if unknown:
+            raise UsageError(f"unknown check kind {unknown[0]!r} (choose from {', '.join(CHECK_KINDS)})")
+        dtypes = tuple(dtype_named(d) for d in selection.dtypes or DTYPES)
+        ops = [op_named(name) for name in selection.ops] if selection.ops else list(op_table().values())
+        for op in ops:
+            if has_autograd(op):
+                for dtype in checked_dtypes(op, dtypes):
+                    yield from self._group(op, dtype, selection)
+
+    def status(self, op, check: str, dtype) -> tuple[str, str]:
+        """Whether the suite runs ``check`` of ``op`` in ``dtype``: ``(status, reason)``."""
+        return pytorch_status(op, check, dtype)
+
+    def _group(self, op, dtype, selection: Selection) -> Iterator[CaseInfo]:
+        """The cases of one op in one dtype, check kind by check kind."""
+        listing: list[CaseInfo] | str | None = None  # per sample (of kind grad); a message if generation failed
+        for check in (kind for kind in CHECK_KINDS if kind in selection.checks):
+            status, reason = self.status(op, check, dtype)
+            if status == RUN and listing is None:
+                listing = self._listing(op, dtype)
+            if status == RUN and isinstance(listing, str):
+                status, reason = ERROR, listing
+            if status != RUN:
+                case = CaseId(self.name, op.full_name, dtype_name(dtype), check)
+                if selection.wants(case):
+                    yield CaseInfo(case, status, reason)
+                continue
+            for listed in listing:
+                case = dataclasses.replace(listed.id, check=check)
+                if selection.wants(case):
+                    yield dataclasses.replace(listed, id=case)
+
+    def _listing(self, op, dtype) -> list[CaseInfo] | str:
+        """Per sample, its runnable case (of check kind ``grad``) with its fingerprint and a cost
+        hint: in slow mode its input elements (finite differences perturb each); fast-mode cases
+        take a few evaluations each."""
+        try:
+            listed, prints = samples.generated(op, dtype, self.small_inputs)
+        except Exception as e:  # the op's sample function is broken: report it, go on
+            return f"generating the samples failed: {type(e).__name__}: {e}"
+        cases = []
+        for index, (sample, print_) in enumerate(zip(listed, prints)):
+            case = CaseId(self.name, op.full_name, dtype_name(dtype), "grad", index)
+            cost = 0 if self.mode == "fast" else sum(x.numel() for x in gradcheck_inputs(sample))
+            cases.append(CaseInfo(case, RUN, "", print_, cost))
+        return cases
+
+    def build(self, case: CaseId) -> BuiltCase:
+        op, dtype = op_named(case.op), dtype_named(case.dtype)
+        if case.sample is None:
+            raise LookupError(f"{case}: not a runnable case (no sample)")
+        sample, print_ = samples.sample(op, dtype, self.small_inputs, case.sample)
+        inputs = gradcheck_inputs(sample)
+        if unexpected_grads(inputs):
+            raise AssertionError(
+                f"{case}: a sampled input has a gradient before running autograd: a tensor is reused "
+                "across SampleInputs (PyTorch's test helper asserts the same)"
+            )
+        return BuiltCase(
+            id=case,
+            func=SampleFunction(op, sample),
+            inputs=inputs,
+            calls=check_calls(op, case.check, self.mode),
+            fingerprint=print_,
+            expected_error=FORWARD_AD_UNSUPPORTED if expects_not_implemented(op, case.check) else None,
+            before_call=functools.partial(samples.seed_everything, case_seed(case)),
+        )
+
+    def __repr__(self) -> str:
+        return f"TorchOpInfoSuite(mode={self.mode!r})"

@@ -1,0 +1,102 @@
+"""A tiny suite for runner tests: each case's behaviour is its op name.
+
+- ``sin``: a correct check (passes); ``big``: the same on 3,000 elements; ``wrong``: a wrong
+  backward (fails); ``crash``: the function raises (error); ``sleep``: sleeps ``SLEEP``
+  seconds in Python; ``block``: sample 0 blocks in a C call (libc ``sleep``) that only
+  killing the process interrupts, the other samples pass; ``drag``: every evaluation takes
+  0.2 s (a case worth splitting, too slow to finish); ``mismatch``: the
+  rebuilt inputs differ from the enumerated ones (another fingerprint); ``hashseed``: the
+  rebuilt inputs match only in a process with PYTHONHASHSEED=0 (as samples that iterate over
+  sets of strings); ``nobuild``:
+  rebuilding fails; ``skipped`` / ``xfail``: not run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Iterator
+
+import torch
+
+from distcheck.suites.base import RUN, BuiltCase, CaseId, CaseInfo, CheckCall, Selection
+
+SLEEP = 30.0
+OPS = ("sin", "big", "drag", "wrong", "crash", "sleep", "block", "mismatch", "nobuild", "skipped", "xfail")
+
+
+class _WrongSin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos() * 1.5
+
+
+def _crash(x):
+    raise ValueError("this op is broken")
+
+
+def _sleep(x):
+    time.sleep(SLEEP)
+    return x.sin()
+
+
+def _drag(x):
+    time.sleep(0.2)
+    return x.sin()
+
+
+def _block(x):
+    ctypes.CDLL(None).sleep(int(SLEEP))
+    return x.sin()
+
+
+FUNCTIONS = {
+    "sin": torch.sin,
+    "wrong": _WrongSin.apply,
+    "crash": _crash,
+    "sleep": _sleep,
+    "block": _block,
+    "drag": _drag,
+}
+
+
+class FakeSuite:
+    name = "fake"
+    engine = "torch"
+
+    def __init__(self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1):
+        self.mode, self.ops, self.samples = mode, ops, samples
+
+    def prepare(self) -> None:
+        pass
+
+    def cases(self, selection: Selection) -> Iterator[CaseInfo]:
+        for op in selection.ops or self.ops:
+            for check in selection.checks:
+                if op in ("skipped", "xfail"):
+                    yield CaseInfo(CaseId(self.name, op, "float64", check), op, f"{op} on purpose")
+                    continue
+                for k in range(self.samples):
+                    case = CaseId(self.name, op, "float64", check, k)
+                    if selection.wants(case):
+                        yield CaseInfo(case, RUN, "", "fp-hashseed0" if op == "hashseed" else f"fp-{op}")
+
+    def build(self, case: CaseId) -> BuiltCase:
+        if case.op == "nobuild":
+            raise KeyError("no such sample")
+        size = {"big": 3000, "drag": 50}.get(case.op, 4)
+        x = torch.linspace(0.1, 0.9, size, dtype=torch.float64).requires_grad_()
+        func = FUNCTIONS.get(case.op, torch.sin) if case.sample == 0 else torch.sin
+        calls = (
+            CheckCall("gradcheck" if case.check == "grad" else "gradgradcheck", {"fast_mode": self.mode == "fast"}),
+        )
+        rebuilt = {"mismatch": "fp-other", "hashseed": f"fp-hashseed{os.environ.get('PYTHONHASHSEED')}"}
+        rebuilt = rebuilt.get(case.op, f"fp-{case.op}")
+        return BuiltCase(case, func, (x,), calls, rebuilt)

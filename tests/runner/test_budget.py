@@ -1,0 +1,62 @@
+"""Estimates and budgets: sizes from one evaluation, never a Jacobian."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate
+from distcheck.suites import BuiltCase, CaseId, CheckCall, get_suite
+
+CASE = CaseId("test", "matmul", "float64", "grad", 0)
+
+
+def _case(calls, dtype=torch.float64) -> BuiltCase:
+    a = torch.ones(3, 4, dtype=dtype, requires_grad=True)
+    b = torch.ones(4, 2, dtype=dtype, requires_grad=True)
+    return BuiltCase(CASE, torch.matmul, (a, b), tuple(calls), "fp")
+
+
+def test_slow_grad_counts_inputs_and_outputs():
+    e = estimate(_case([CheckCall("gradcheck", {"fast_mode": False})]))
+    assert (e.columns, e.rows, e.itemsize) == (12 + 8, 6, 8)
+    assert e.bytes == 2 * 20 * 6 * 8 and e.seconds > 0
+
+
+def test_gradgrad_checks_the_derived_function():
+    e = estimate(_case([CheckCall("gradgradcheck", {"fast_mode": False})] * 2, dtype=torch.complex128))
+    assert (e.columns, e.rows, e.itemsize) == (20 + 6, 20, 16)
+
+
+def test_fast_mode_holds_no_jacobian():
+    e = estimate(_case([CheckCall("gradcheck", {"fast_mode": True})]))
+    assert e.bytes == 0
+
+
+def test_decisions():
+    small = Estimate(10, 10, 8, 0.01)
+    assert Budget(1e6).decide(small)[0] == "run"
+    assert Budget(100).decide(small)[0] == SKIP
+    assert Budget(1e6, split_seconds=0.001).decide(small)[0] == SPLIT
+    assert Budget(1e6, split_seconds=1.0).decide(small)[0] == "run"
+    assert Budget(1e6, split_seconds=0.001, split_max_bytes=100).decide(small)[0] == "run"  # large Jacobians
+
+
+def test_grid_sampler_3d_is_over_any_budget():
+    """Its third sample: a 5.2 M × 554 k Jacobian (23 TB), which kills torch's own serial
+    gradcheck; the estimate evaluates the function once and allocates no Jacobian."""
+    suite = get_suite("torch-opinfo", "slow")
+    built = suite.build(CaseId.parse("torch-opinfo::grid_sampler_3d::float64::sample2::grad"))
+    e = estimate(built)
+    assert (e.columns, e.rows) == (5_179_680, 554_400)
+    decision, reason = Budget(8 * 2**30).decide(e)
+    assert decision == SKIP
+    assert "5,179,680 × 554,400 (23 TB dense" in reason and "--max-jacobian-mb 8,192" in reason
+
+
+@pytest.mark.parametrize("size", [1, 100])
+def test_estimate_does_not_change_the_inputs(size):
+    case = _case([CheckCall("gradcheck", {"fast_mode": False})])
+    before = [x.detach().clone() for x in case.inputs]
+    estimate(case)
+    assert all(torch.equal(x, y) for x, y in zip(case.inputs, before)) and all(x.grad is None for x in case.inputs)

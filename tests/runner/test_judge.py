@@ -1,0 +1,62 @@
+"""Verdicts of built cases, with distcheck's checks and with torch's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from distcheck.executors.serial import SerialExecutor
+from distcheck.runner.judge import distcheck_checker, judge, torch_checker
+from distcheck.suites import BuiltCase, CaseId, CheckCall, ExpectedError
+from tests.runner.fake_suite import FUNCTIONS, _crash
+
+CASE = CaseId("test", "op", "float64", "grad", 0)
+GRADCHECK = (CheckCall("gradcheck", {}),)
+CHECKERS = {"distcheck": distcheck_checker(SerialExecutor()), "torch": torch_checker()}
+
+
+def _built(func, calls=GRADCHECK, expected=None) -> BuiltCase:
+    x = torch.linspace(0.1, 0.9, 4, dtype=torch.float64).requires_grad_()
+    return BuiltCase(CASE, func, (x,), tuple(calls), "fp", expected)
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_verdicts(checker):
+    check = CHECKERS[checker]
+    assert judge(_built(torch.sin), check) == ("pass", "")
+    verdict, message = judge(_built(FUNCTIONS["wrong"]), check)
+    assert verdict == "fail" and "Jacobian mismatch" in message
+    verdict, message = judge(_built(_crash), check)
+    assert verdict == "error" and "ValueError: this op is broken" in message
+
+
+def test_expected_error_passes_only_if_raised():
+    expected = ExpectedError(ValueError, "is broken")
+    check = CHECKERS["distcheck"]
+    assert judge(_built(_crash, expected=expected), check) == ("pass", "")
+    verdict, message = judge(_built(torch.sin, expected=expected), check)
+    assert verdict == "fail" and "but the checks passed" in message
+    verdict, message = judge(_built(FUNCTIONS["wrong"], expected=expected), check)
+    assert verdict == "fail" and "expected ValueError" in message
+
+
+class _WrongSecondDerivative(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.detach().cos()  # right first derivative, not differentiable in x
+
+
+def test_failing_call_is_named_and_rng_reseeded_per_call():
+    seeds = []
+    calls = [CheckCall("gradgradcheck", {"gen_non_contig_grad_outputs": flag}) for flag in (False, True)]
+    case = _built(_WrongSecondDerivative.apply, calls)
+    case.before_call = lambda: seeds.append(torch.manual_seed(7))
+    verdict, message = judge(case, CHECKERS["distcheck"])
+    assert verdict == "fail" and message.startswith("gradgradcheck (call 1 of 2, gen_non_contig_grad_outputs=False)")
+    assert len(seeds) == 1  # stopped at the first failing call

@@ -1,0 +1,92 @@
+"""The runner on Ray: batches streamed back, timeouts that kill a blocked worker, split cases,
+fingerprints checked, the same verdicts as serial."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from distcheck.runner import RunOptions, run_suite
+from distcheck.suites import Selection, get_suite
+from tests.runner import fake_suite
+from tests.runner.fake_suite import FakeSuite
+
+pytestmark = pytest.mark.ray
+
+
+def _verdicts(result):
+    return {r.id: r.verdict for r in result.records}
+
+
+def test_verdicts_match_serial(ray_cluster):
+    suite = FakeSuite(ops=("sin", "wrong", "crash", "mismatch", "nobuild", "skipped", "xfail"), samples=3)
+    selection = Selection(checks=("grad", "gradgrad"))
+    on_ray = run_suite(suite, selection, RunOptions(timeout=60, batch_size=2))
+    serial = run_suite(suite, selection, RunOptions(serial=True, timeout=60))
+    assert on_ray.executor == "ray" and on_ray.workers >= 1
+    assert _verdicts(on_ray) == _verdicts(serial)
+    assert [r.id for r in on_ray.records] == [r.id for r in serial.records]
+    mismatch = next(r for r in on_ray.records if r.case.op == "mismatch")
+    assert mismatch.verdict == "error" and "fingerprint fp-other" in mismatch.message
+
+
+def test_workers_run_with_the_fixed_hash_seed(ray_cluster):
+    (record,) = run_suite(FakeSuite(ops=("hashseed",)), Selection(checks=("grad",))).records
+    assert record.verdict == "pass", record.message
+
+
+def test_timeout_kills_a_blocked_worker_and_the_batch_goes_on(ray_cluster, monkeypatch):
+    """Sample 0 blocks in a C call: its task is cancelled with force (the worker dies), the
+    case is reported ``timeout`` and the rest of its batch is resubmitted."""
+    monkeypatch.setattr(fake_suite, "SLEEP", 120.0)
+    suite = FakeSuite(ops=("block", "sin"), samples=3)
+    start = time.perf_counter()
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=3, batch_size=8))
+    assert time.perf_counter() - start < 60
+    verdicts = _verdicts(result)
+    assert verdicts.pop("fake::block::float64::sample0::grad") == "timeout"
+    assert set(verdicts.values()) == {"pass"} and len(verdicts) == 5
+    blocked = result.records[0]
+    assert 3 <= blocked.seconds < 30 and "stopped after 3 s" in blocked.message
+
+
+def test_large_case_is_split_into_jacobian_chunks(ray_cluster):
+    suite = FakeSuite("slow", ops=("big", "sin"))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
+    big, small = result.records
+    assert big.verdict == "pass" and big.tasks > 1, big
+    assert big.estimate["columns"] == 3000
+    assert small.verdict == "pass"
+
+
+def test_split_case_timeout_cancels_its_tasks(ray_cluster):
+    suite = FakeSuite("slow", ops=("drag", "sin"))
+    start = time.perf_counter()
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=3, split_seconds=1.0))
+    assert time.perf_counter() - start < 30
+    drag, sin = result.records
+    assert drag.verdict == "timeout" and drag.tasks >= 1 and drag.estimate is None
+    assert sin.verdict == "pass"
+
+
+def test_memory_budget_on_ray(ray_cluster):
+    suite = FakeSuite("slow", ops=("big",))
+    (record,) = run_suite(suite, Selection(checks=("grad",)), RunOptions(max_jacobian_mb=1)).records
+    assert record.verdict == "skipped" and "3,000 × 3,000" in record.message
+
+
+def test_torch_opinfo_on_ray(ray_cluster):
+    selection = Selection(checks=("grad", "gradgrad"), ops=("linalg.det", "cdist"), dtypes=("float64",))
+    result = run_suite(get_suite("torch-opinfo"), selection, RunOptions(max_cases=40, batch_size=8))
+    assert len(result.records) == 40 and not result.failed
+    assert {r.verdict for r in result.records} == {"pass"}
+
+
+def test_torch_opinfo_split_case(ray_cluster):
+    """A real op, split: its function and samples travel to the workers by op name."""
+    suite = get_suite("torch-opinfo", "slow")
+    selection = Selection(checks=("grad", "gradgrad"), ops=("cumsum",), dtypes=("complex128",), substring="::sample0::")
+    result = run_suite(suite, selection, RunOptions(split_seconds=0.0))
+    assert [r.verdict for r in result.records] == ["pass", "pass"]
+    assert all(r.estimate is not None for r in result.records)
