@@ -128,8 +128,15 @@ def main() -> int:
                 {
                     "torch_seconds": reference_seconds,
                     "distcheck_seconds": distcheck_seconds,
-                    "cases": {
-                        key: [reference[key].verdict, ours[key].verdict if key in ours else None] for key in reference
+                    "cases": {  # key: [torch verdict, distcheck verdict, torch seconds, distcheck seconds, tasks]
+                        key: [
+                            reference[key].verdict,
+                            ours[key].verdict if key in ours else None,
+                            reference[key].seconds,
+                            ours[key].seconds if key in ours else None,
+                            ours[key].tasks if key in ours else None,
+                        ]
+                        for key in reference
                     },
                 },
                 f,

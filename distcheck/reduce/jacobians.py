@@ -12,6 +12,11 @@ from distcheck.plan.units.numerical import SparseColumns
 Value = Callable[[int], object]  # unit index -> its value (raising the unit's exception)
 
 
+def _joined(parts: Sequence[np.ndarray], axis: int) -> np.ndarray:
+    """The chunks side by side; a single chunk as it is (a Jacobian can be large: no copy)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+
 def numerical(
     value: Value, units_per_input: Sequence[Sequence[int]], numels: Sequence[int] | None = None
 ) -> list[list[np.ndarray | None]]:
@@ -23,7 +28,7 @@ def numerical(
         chunks = [value(u) for u in units]
         sparse = [c for c in chunks if isinstance(c, SparseColumns)]
         blocks = [c.blocks if isinstance(c, SparseColumns) else c for c in chunks]
-        stacked = [None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*blocks)]
+        stacked = [None if parts[0] is None else _joined(parts, axis=0) for parts in zip(*blocks)]
         if sparse:
             rows = np.concatenate([c.rows for c in sparse])
             for k, block in enumerate(stacked):
@@ -38,7 +43,7 @@ def numerical(
 def backward(value: Value, units: Sequence[int]) -> RowsResult:
     """One output's analytical Jacobians (one per input), stacked from row chunks."""
     chunks: list[RowsResult] = [value(u) for u in units]
-    blocks = [np.concatenate(parts, axis=1) for parts in zip(*(c.blocks for c in chunks))]
+    blocks = [_joined(parts, axis=1) for parts in zip(*(c.blocks for c in chunks))]
     # NaN propagates as in torch's max(): a NaN difference never fails reentrancy
     repeat = [float(np.max(d)) for d in zip(*(c.repeat_difference for c in chunks))]
     wrong_size = next((c.wrong_size for c in chunks if c.wrong_size), None)
@@ -49,5 +54,5 @@ def backward(value: Value, units: Sequence[int]) -> RowsResult:
 def forward(value: Value, units: Sequence[int]) -> ColumnsResult:
     """One input's forward-mode Jacobians (one per output position), stacked from column chunks."""
     chunks: list[ColumnsResult] = [value(u) for u in units]
-    blocks = [None if parts[0] is None else np.concatenate(parts, axis=0) for parts in zip(*(c.blocks for c in chunks))]
+    blocks = [None if parts[0] is None else _joined(parts, axis=0) for parts in zip(*(c.blocks for c in chunks))]
     return ColumnsResult(blocks, any(c.dtype_mismatch for c in chunks))
