@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; if [ $$status -eq 5 ]; then status=0; fi; exit $$status
 
 check-local: $(STAMP)
-	$(PY) -m distcheck.demo $(CHECK_ARGS)
+	$(PY) -m distcheck run --suite torch-opinfo --checks grad,gradgrad $(CHECK_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check distcheck tests benchmarks cluster
