@@ -240,3 +240,21 @@ def test_samples_changed_by_a_run_are_generated_afresh(suite):
     built.func(*built.inputs)  # a training-mode batch norm: updates running_mean in place
     again = suite.build(CaseId.parse("torch-opinfo::nn.functional.batch_norm::float64::sample0::gradgrad"))
     assert again.fingerprint == info.fingerprint
+
+
+def test_seeding_keeps_no_call_stacks_for_backends_this_machine_lacks():
+    """Loading op_db makes torch.manual_seed skip formatting the call stack for accelerator
+    backends that are not available (its cost grows with the stack's depth); the CPU seed and
+    the queued seeds are as before."""
+    from distcheck.suites.torch_opinfo.database import op_table
+    from distcheck.suites.torch_opinfo.device_seeding import NOTE
+
+    op_table()
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available: its seeding is left alone")
+    torch.manual_seed(7)
+    first = torch.rand(3)
+    torch.manual_seed(7)
+    assert torch.equal(torch.rand(3), first)
+    callback, stack = torch.cuda._lazy_seed_tracker.manual_seed_all_cb
+    assert callable(callback) and stack == [NOTE]

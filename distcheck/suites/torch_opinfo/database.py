@@ -9,6 +9,7 @@ import functools
 import torch
 
 from distcheck.suites.base import UsageError
+from distcheck.suites.torch_opinfo.device_seeding import skip_stacks_of_unavailable_backends
 
 # the dtypes PyTorch's gradient tests check (allowed_dtypes of their @ops decorator)
 DTYPES = {"float64": torch.float64, "complex128": torch.complex128}
@@ -16,8 +17,11 @@ DTYPES = {"float64": torch.float64, "complex128": torch.complex128}
 
 @functools.cache
 def op_table() -> dict[str, object]:
-    """Every OpInfo by ``full_name`` (name, plus ``.variant_test_name`` if any: unique)."""
+    """Every OpInfo by ``full_name`` (name, plus ``.variant_test_name`` if any: unique).
+    Loading it also makes seeding cheaper in this process (see :mod:`.device_seeding`)."""
     from torch.testing._internal.common_methods_invocations import op_db
+
+    skip_stacks_of_unavailable_backends()
 
     return {op.full_name: op for op in op_db}
 
