@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from distcheck.engines import Engine, TensorInfo, engine_for
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
+from distcheck.plan.cost_model import best_time
 from distcheck.plan.planner import Costs, Plan, plan_gradcheck
 from distcheck.reduce.reducer import reduce
 
@@ -78,28 +78,14 @@ def describe_outputs(engine: Engine, outputs: tuple) -> list[TensorInfo | None]:
     return infos
 
 
-def _best_time(call: Callable[[], Any]) -> float:
-    """The shortest of up to three timings of ``call``: a single timing can be inflated many
-    times over by another process, or by a first call's one-off start-up costs. A call over a
-    second is timed once, one over 0.1 s twice, so that measuring stays cheap next to the check."""
-    best = float("inf")
-    for limit in (1.0, 0.1, 0.0):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-        if best > limit:
-            break
-    return best
-
-
 def _measure_costs(engine: Engine, func: Callable, inputs: tuple, output_infos, input_infos) -> Costs:
     """Time one evaluation and one backward pass on the driver, for the chunking policy."""
-    evaluation = backward = _best_time(lambda: engine.call(func, inputs))
+    evaluation = backward = best_time(lambda: engine.call(func, inputs))
     diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
     diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
     if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
         vjp = engine.vjp(func, inputs, diff_outputs[0], diff_inputs)
-        backward = _best_time(lambda: vjp(0))
+        backward = best_time(lambda: vjp(0))
     return Costs(evaluation, backward)
 
 

@@ -38,7 +38,7 @@ from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit, UnitResult, execute
 
-__all__ = ["ADDRESS_VARIABLE", "RayExecutor", "RayResults", "default_ray_executor", "ensure_ray"]
+__all__ = ["ADDRESS_VARIABLE", "RayExecutor", "RayResults", "cluster_cpus", "default_ray_executor", "ensure_ray"]
 
 ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
 # Environment of every worker this driver starts: one thread per task, whatever the library.
@@ -91,6 +91,11 @@ def resolve_address(address: str | None) -> str | None:
     if address is None:
         address = os.environ.get(ADDRESS_VARIABLE, "").strip() or os.environ.get("RAY_ADDRESS", "").strip()
     return None if address in (None, "", "local") else address
+
+
+def cluster_cpus() -> int:
+    """CPUs of the Ray this process is connected to (at least 1)."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
 def local_cpus() -> int:
@@ -274,7 +279,7 @@ class RayExecutor:
         """CPUs in the cluster (asked at most every few seconds: clusters grow and shrink)."""
         ensure_ray(self.address, self.runtime_env)
         if self._cpus is None or time.monotonic() - self._cpus[0] > 5.0:
-            self._cpus = (time.monotonic(), max(1, int(ray.cluster_resources().get("CPU", 1))))
+            self._cpus = (time.monotonic(), cluster_cpus())
         return self._cpus[1]
 
     @property

@@ -23,7 +23,8 @@ longest first, so that the last tasks to run are the short ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,22 @@ class CostModel:
             seconds[-1] += estimate
         order = sorted(range(len(groups)), key=lambda task: -seconds[task])  # stable: ties stay in order
         return [groups[task] for task in order]
+
+
+def best_time(call: Callable[[], Any], limits: Sequence[float] = (1.0, 0.1, 0.0)) -> float:
+    """The shortest of up to ``len(limits)`` timings of ``call``: a single timing can be
+    inflated many times over by another process, or by a first call's one-off start-up costs.
+    Timing stops once the best so far exceeds the limit of that round: by default a call over
+    a second is timed once, one over 0.1 s twice, so that measuring stays cheap next to the
+    check; ``limits=(math.inf,) * n`` times it ``n`` times."""
+    best = math.inf
+    for limit in limits:
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+        if best > limit:
+            break
+    return best
 
 
 def weighted_ranges(items: int, weights: Sequence[int]) -> list[tuple[int, int]]:

@@ -19,15 +19,18 @@ running it whole in one task — unless its Jacobians are large, see :class:`Bud
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
 
 from distcheck.engines import engine_for
+from distcheck.plan.cost_model import best_time
 from distcheck.suites.base import BuiltCase, CheckCall
 
 RAM_FRACTION = 0.25  # default memory budget: this share of the machine's RAM
 _TIMED_FROM = 1000  # input + output elements from which the times are measured carefully
+_THREE_TIMINGS = (math.inf,) * 3  # the fastest of three (first calls may include one-off initialization)
 
 RUN, SKIP, SPLIT = "run", "skip", "split"
 
@@ -87,16 +90,6 @@ class _Measured:
     backward: float
 
 
-def _fastest(run, repeats: int = 3) -> float:
-    """The fastest of a few timed runs (first calls may include one-off initialization)."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _measure(case: BuiltCase) -> _Measured:
     """Sizes from one evaluation; for a case that is not tiny, the times of an evaluation and
     of a backward pass (fastest of a few)."""
@@ -111,10 +104,10 @@ def _measure(case: BuiltCase) -> _Measured:
     columns = sum(i.numel for i in inputs)
     rows = sum(o.numel for _, o in differentiable)
     if columns + rows >= _TIMED_FROM:
-        evaluation = backward = _fastest(lambda: engine.call(case.func, case.inputs))
+        evaluation = backward = best_time(lambda: engine.call(case.func, case.inputs), _THREE_TIMINGS)
         if diff and differentiable:
             vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
-            backward = _fastest(lambda: vjp(0))
+            backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
     is_complex = any(i.is_complex for i in inputs) or any(o.is_complex for _, o in differentiable)
     return _Measured(columns, rows, 16 if is_complex else 8, evaluation, backward)
 

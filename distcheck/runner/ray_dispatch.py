@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import ray
 from ray.exceptions import RayError
 
-from distcheck.executors.ray_executor import RayExecutor, ensure_ray
+from distcheck.executors.ray_executor import RayExecutor, cluster_cpus, ensure_ray
 from distcheck.runner import hash_seed
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, run_case, timeout_record, to_record
@@ -80,7 +80,7 @@ class RayDispatcher:
     def workers(self) -> int:
         if self._workers is None:
             ensure_ray(self.address, {"env_vars": dict(hash_seed.ENV)})
-            self._workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self._workers = cluster_cpus()
         return self._workers
 
     def run(self, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]) -> None:

@@ -37,11 +37,11 @@ def ray_cluster():
     names a cluster); shut down at the end if this session started it."""
     import ray
 
-    from distcheck.executors.ray_executor import ensure_ray
+    from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 
     started = not ray.is_initialized()
     ensure_ray()
-    _warm_up(int(ray.cluster_resources().get("CPU", 1)))
+    _warm_up(cluster_cpus())
     yield ray
     if started:
         ray.shutdown()
