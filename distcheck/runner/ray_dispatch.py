@@ -6,13 +6,18 @@
   with a cost hint of at least ``costly`` go first, one per task (see :mod:`.feed`). A
   window of ``2 × workers`` tasks is kept in flight: every worker has its next task queued,
   while new work — a split case's chunks, a resubmitted batch — starts within one batch.
-- **Streaming.** A batch task is a generator: it yields once when it starts and once after
-  each case, so the driver knows which case is running and since when, and records each
-  result as it arrives.
-- **Timeouts.** A case running longer than ``timeout`` has its task cancelled with
-  ``force=True`` (killing the worker: a plain cancel cannot interrupt a C call) and is reported
-  ``timeout``; the rest of its batch is resubmitted. A worker that dies (out of memory, ...)
-  makes its current case ``error``; the rest of its batch is resubmitted likewise.
+- **Streaming.** A batch task is a generator: it yields once when it starts, then the
+  outcomes of the cases it has finished, gathered for ``REPORT_EVERY`` seconds (a message per
+  case would cost the driver and the worker more CPU than a small case takes). The driver
+  records each result as it arrives and knows since when the unreported cases have been running.
+- **Timeouts.** When a batch has reported nothing for ``timeout`` seconds, one of its unreported
+  cases is stuck. If that can only be one case (a single case left, or a *careful* batch, which
+  reports after every case), its task is cancelled with ``force=True`` (killing the worker: a
+  plain cancel cannot interrupt a C call), the case is reported ``timeout`` and the rest of the
+  batch is resubmitted. Otherwise the unreported cases are resubmitted as a careful batch: the
+  quick ones pass again and the stuck one times out again, now by name (a hung case costs up
+  to two timeouts, and no case is ever blamed for another). A worker that dies (out of memory,
+  a crash in C) is handled alike: its case is reported ``error``, found by a careful rerun.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
 - **Budgets.** The worker estimates each case before running it: over the memory budget it is
   ``skipped``; above the split thresholds it comes back as ``split`` and runs on the driver in
@@ -39,23 +44,35 @@ from distcheck.runner.split import Splitter
 from distcheck.suites.base import CaseId, CaseInfo, Suite
 
 POLL = 0.05  # seconds between looks at the tasks when nothing arrives
+REPORT_EVERY = 0.25  # seconds of outcomes a batch gathers before it reports them
 COSTLY = 1000  # cases with at least this cost hint go first, one per task
 
 
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")
-def _run_batch(suite: Suite, cases: list[tuple[CaseId, str | None]], budget: Budget):
-    """Yields ``(-1, None)`` when it starts, then ``(k, outcome)`` after case k."""
+def _run_batch(suite: Suite, cases: list[tuple[CaseId, str | None]], budget: Budget, report_every: float):
+    """Yields ``[]`` when it starts, then lists of ``(k, outcome)`` of case k: after every
+    case if ``report_every`` is 0, else every ``report_every`` seconds and at the end."""
     suite.prepare()
-    yield -1, None
+    yield []
+    finished, reported = [], time.monotonic()
     for k, (case, fingerprint) in enumerate(cases):
-        yield k, run_case(suite, case, fingerprint, budget)
+        finished.append((k, run_case(suite, case, fingerprint, budget)))
+        if k == len(cases) - 1 or time.monotonic() - reported >= report_every:
+            yield finished
+            finished, reported = [], time.monotonic()
 
 
 @dataclass
 class _Batch:
     cases: list[CaseInfo]
-    current: int = 0  # the case running (or to run first)
-    started: float | None = None  # when it started (driver clock); None while queued
+    careful: bool = False  # reports after every case: a timeout or a death blames the right case
+    current: int = 0  # the first case not reported yet
+    since: float | None = None  # when the batch last reported (driver clock); None while queued
+
+    @property
+    def culprit_known(self) -> bool:
+        """Whether a stuck (or deadly) batch can only be stuck in case ``current``."""
+        return self.careful or self.current == len(self.cases) - 1
 
 
 class RayDispatcher:
@@ -129,7 +146,8 @@ class _Run:
                     return
                 batch = _Batch(cases)
             payload = [(case.id, case.fingerprint) for case in batch.cases]
-            self.running[self.task.remote(self.d.suite, payload, self.d.budget)] = batch
+            report_every = 0.0 if batch.careful else REPORT_EVERY
+            self.running[self.task.remote(self.d.suite, payload, self.d.budget, report_every)] = batch
 
     def receive(self) -> None:
         if not self.running:  # only split cases (or enumeration) in progress
@@ -141,41 +159,46 @@ class _Run:
         for generator in ready:
             batch = self.running[generator]
             try:
-                index, outcome = ray.get(next(generator))
+                finished = ray.get(next(generator))
             except StopIteration:
                 del self.running[generator]
                 continue
-            except RayError as e:  # the worker died: its current case is an error, the rest go again
+            except RayError as e:  # the worker died in one of the unreported cases
                 del self.running[generator]
-                lost = batch.cases[batch.current]
-                self.emit(CaseRecord(lost.id, ERROR, f"the worker running this case died: {e}", 0.0, 1))
-                self.requeue(batch)
+                self.stopped(
+                    batch,
+                    CaseRecord(batch.cases[batch.current].id, ERROR, f"the worker running this case died: {e}", 0.0, 1),
+                )
                 continue
-            self.handle(batch, index, outcome)
+            self.handle(batch, finished)
 
-    def handle(self, batch: _Batch, index: int, outcome: Outcome | None) -> None:
-        now = time.monotonic()
-        if outcome is not None:
+    def handle(self, batch: _Batch, finished: list[tuple[int, Outcome]]) -> None:
+        for index, outcome in finished:
             case = batch.cases[index]
             if outcome.verdict == SPLIT_VERDICT:
                 self.splitter.add(case)
             else:
                 self.emit(to_record(case, outcome, tasks=1))
-        batch.current = index + 1
-        batch.started = now if batch.current < len(batch.cases) else None
+            batch.current = index + 1
+        batch.since = time.monotonic() if batch.current < len(batch.cases) else None
 
-    def requeue(self, batch: _Batch) -> None:
-        rest = batch.cases[batch.current + 1 :]
-        if rest:
-            self.resubmitted.appendleft(_Batch(rest))
+    def stopped(self, batch: _Batch, record: CaseRecord) -> None:
+        """``batch`` stopped in an unreported case: ``record`` says what happened to case
+        ``current`` if it must have been that one; else its unreported cases go again, carefully."""
+        if batch.culprit_known:
+            self.emit(record)
+            rest = batch.cases[batch.current + 1 :]
+            if rest:
+                self.resubmitted.appendleft(_Batch(rest))
+        else:
+            self.resubmitted.appendleft(_Batch(batch.cases[batch.current :], careful=True))
 
     def enforce_timeouts(self, now: float) -> None:
         if self.d.timeout is None:
             return
         for generator, batch in list(self.running.items()):
-            if batch.started is not None and now - batch.started > self.d.timeout:
+            if batch.since is not None and now - batch.since > self.d.timeout:
                 ray.cancel(generator, force=True)
                 del self.running[generator]
                 case = batch.cases[batch.current]
-                self.emit(timeout_record(case, self.d.timeout, now - batch.started, tasks=1))
-                self.requeue(batch)
+                self.stopped(batch, timeout_record(case, self.d.timeout, now - batch.since, tasks=1))

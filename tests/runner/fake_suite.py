@@ -2,8 +2,9 @@
 
 - ``sin``: a correct check (passes); ``big``: the same on 3,000 elements; ``wrong``: a wrong
   backward (fails); ``crash``: the function raises (error); ``sleep``: sleeps ``SLEEP``
-  seconds in Python; ``block``: sample 0 blocks in a C call (libc ``sleep``) that only
-  killing the process interrupts, the other samples pass; ``drag``: every evaluation takes
+  seconds in Python; ``block``: the odd sample (``odd``, 0 unless told) blocks in a C call
+  (libc ``sleep``) that only killing the process interrupts, the other samples pass; ``die``:
+  the odd sample ends the process that runs it (as a crash in C would); ``drag``: every evaluation takes
   0.2 s (a case worth splitting, too slow to finish); ``mismatch``: the
   rebuilt inputs differ from the enumerated ones (another fingerprint); ``hashseed``: the
   rebuilt inputs match only in a process with PYTHONHASHSEED=0 (as samples that iterate over
@@ -23,7 +24,7 @@ import torch
 from distcheck.suites.base import RUN, BuiltCase, CaseId, CaseInfo, CheckCall, Selection
 
 SLEEP = 30.0
-OPS = ("sin", "big", "drag", "wrong", "crash", "sleep", "block", "mismatch", "nobuild", "skipped", "xfail")
+OPS = ("sin", "big", "drag", "wrong", "crash", "sleep", "block", "die", "mismatch", "nobuild", "skipped", "xfail")
 
 
 class _WrongSin(torch.autograd.Function):
@@ -47,6 +48,10 @@ def _sleep(x):
     return x.sin()
 
 
+def _die(x):
+    os._exit(3)
+
+
 def _drag(x):
     time.sleep(0.2)
     return x.sin()
@@ -64,6 +69,7 @@ FUNCTIONS = {
     "sleep": _sleep,
     "block": _block,
     "drag": _drag,
+    "die": _die,
 }
 
 
@@ -71,8 +77,8 @@ class FakeSuite:
     name = "fake"
     engine = "torch"
 
-    def __init__(self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1):
-        self.mode, self.ops, self.samples = mode, ops, samples
+    def __init__(self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1, odd: int = 0):
+        self.mode, self.ops, self.samples, self.odd = mode, ops, samples, odd
 
     def prepare(self) -> None:
         pass
@@ -93,7 +99,7 @@ class FakeSuite:
             raise KeyError("no such sample")
         size = {"big": 3000, "drag": 50}.get(case.op, 4)
         x = torch.linspace(0.1, 0.9, size, dtype=torch.float64).requires_grad_()
-        func = FUNCTIONS.get(case.op, torch.sin) if case.sample == 0 else torch.sin
+        func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
         calls = (
             CheckCall("gradcheck" if case.check == "grad" else "gradgradcheck", {"fast_mode": self.mode == "fast"}),
         )

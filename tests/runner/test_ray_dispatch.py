@@ -51,6 +51,29 @@ def test_timeout_kills_a_blocked_worker_and_the_batch_goes_on(ray_cluster, monke
     assert 3 <= blocked.seconds < 30 and "stopped after 3 s" in blocked.message
 
 
+@pytest.mark.parametrize("odd", [1, 4])
+def test_timeout_blames_the_stuck_case_of_a_batch_that_reports_in_bulk(ray_cluster, odd):
+    """Quick cases report together: when the batch goes silent, the stuck one is found by
+    running its unreported cases again, reporting one by one; only that one times out."""
+    suite = FakeSuite(ops=("block",), samples=5, odd=odd)
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=3, batch_size=8))
+    verdicts = _verdicts(result)
+    assert verdicts.pop(f"fake::block::float64::sample{odd}::grad") == "timeout"
+    assert set(verdicts.values()) == {"pass"} and len(verdicts) == 4
+
+
+@pytest.mark.parametrize("odd", [0, 2])
+def test_a_worker_that_dies_is_blamed_on_its_case_only(ray_cluster, odd):
+    suite = FakeSuite(ops=("die", "sin"), samples=4, odd=odd)
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=60, batch_size=8))
+    verdicts = _verdicts(result)
+    dead = result.records[odd]
+    assert dead.id == f"fake::die::float64::sample{odd}::grad"
+    assert dead.verdict == "error" and "the worker running this case died" in dead.message
+    del verdicts[dead.id]
+    assert set(verdicts.values()) == {"pass"} and len(verdicts) == 7
+
+
 def test_large_case_is_split_into_jacobian_chunks(ray_cluster):
     suite = FakeSuite("slow", ops=("big", "sin"))
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
