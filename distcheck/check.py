@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from distcheck.engines import Engine, TensorInfo, engine_for
+from distcheck.engines import Engine, TensorInfo, engine_for, forget
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
 from distcheck.plan.cost_model import best_time
@@ -94,7 +94,7 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
     tupled = as_tuple(inputs)
     engine = engine_for(func, tupled)
     input_infos = validate_inputs(engine, func, tupled)
-    output_infos = describe_outputs(engine, engine.call(func, tupled))
+    output_infos = describe_outputs(engine, engine.reference_call(func, tupled))
     plan = plan_gradcheck(
         engine,
         func,
@@ -110,9 +110,12 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
 
 def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Executor) -> None:
     """Run one gradient check; returns if it passes, raises the first failure otherwise."""
-    engine, plan = plan_check(func, inputs, options, executor)
-    results = executor.submit(plan.subject, plan.units)
     try:
-        reduce(plan, results, options, engine, run_more=lambda units: executor.submit(plan.subject, units))
+        engine, plan = plan_check(func, inputs, options, executor)
+        results = executor.submit(plan.subject, plan.units)
+        try:
+            reduce(plan, results, options, engine, run_more=lambda units: executor.submit(plan.subject, units))
+        finally:
+            results.close()
     finally:
-        results.close()
+        forget()  # the outputs kept for this check's backward passes, and their graph

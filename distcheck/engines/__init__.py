@@ -21,7 +21,7 @@ _ENGINES = {
 }
 _loaded: dict[str, Engine] = {}
 
-__all__ = ["Engine", "TensorInfo", "engine_for", "get_engine"]
+__all__ = ["Engine", "TensorInfo", "engine_for", "forget", "get_engine"]
 
 
 def get_engine(name: str) -> Engine:
@@ -32,6 +32,12 @@ def get_engine(name: str) -> Engine:
         module, cls, _ = _ENGINES[name]
         _loaded[name] = getattr(importlib.import_module(module), cls)()
     return _loaded[name]
+
+
+def forget() -> None:
+    """Drop the outputs every loaded engine keeps for backward passes (see ``reference_call``)."""
+    for engine in _loaded.values():
+        engine.forget()
 
 
 def _tensor_library(value: Any) -> str | None:

@@ -45,7 +45,8 @@ class TensorInfo:
 
 
 class Engine(Protocol):
-    """One autodiff engine. Implementations are stateless and picklable by name."""
+    """One autodiff engine. Implementations are picklable by name and stateless, but for the
+    outputs :meth:`reference_call` may keep (per thread) until :meth:`forget`."""
 
     name: str
     error_class: type[Exception]  # GradcheckError subclass raised for this engine's checks
@@ -63,6 +64,14 @@ class Engine(Protocol):
 
     def call(self, func: Callable, inputs: tuple) -> tuple:
         """Evaluate ``func(*inputs)`` with gradients recorded; the outputs as a tuple."""
+
+    def reference_call(self, func: Callable, inputs: tuple) -> tuple:
+        """``call``, for the outputs that backward passes and checks differentiate: an engine
+        may keep them (and their graph) and hand them out again for the same, unchanged inputs,
+        as torch's gradcheck differentiates one call's outputs. Never for perturbed inputs."""
+
+    def forget(self) -> None:
+        """Drop what :meth:`reference_call` keeps (the end of a check)."""
 
     def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
         """``func`` with ``real`` or ``imag`` applied to its complex outputs (picklable)."""

@@ -207,6 +207,11 @@ class NumpyEngine:
     def call(self, func: Any, inputs: tuple) -> tuple:
         return _outputs(_require(func), inputs)
 
+    reference_call = call  # a numpy function has no graph to share
+
+    def forget(self) -> None:
+        pass
+
     def threads(self, n: int) -> nullcontext:
         return nullcontext()  # numpy's element-wise math here is single-threaded already
 

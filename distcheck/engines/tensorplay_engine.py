@@ -256,6 +256,11 @@ class TensorplayEngine:
         with tp.enable_grad():
             return _as_tuple(func(*inputs))
 
+    reference_call = call  # not shared: every check calls afresh (sharing is not verified for tensorplay)
+
+    def forget(self) -> None:
+        pass
+
     @contextlib.contextmanager
     def threads(self, n: int) -> Iterator[None]:
         """Run engine math on ``n`` intra-op threads — as far as tensorplay allows.

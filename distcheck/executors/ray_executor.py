@@ -33,6 +33,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
+from distcheck.engines import forget
 from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -190,6 +191,8 @@ def _run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
     except BaseException:  # cancelled in the middle of a unit: an input may be left perturbed
         _SUBJECTS.pop(ref.hex(), None)
         raise
+    finally:
+        forget()  # outputs kept for this task's backward passes (see Engine.reference_call)
 
 
 # -- the driver side ----------------------------------------------------------------------

@@ -1,0 +1,113 @@
+"""The torch engine's shared reference call: one call of the function serves every backward
+pass and check of a gradcheck, as in torch's own gradcheck — never for changed inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import distcheck
+from distcheck.engines import get_engine
+
+ENGINE = get_engine("torch")
+
+
+class Counted:
+    """``torch.sin`` (or a wrong backward) that counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        return x.sin() * 2, x.cos()
+
+
+def _calls(check, func, inputs, **kwargs) -> int:
+    func.calls = 0
+    check(func, inputs, **kwargs)
+    return func.calls
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"fast_mode": True}, {"check_batched_grad": True}, {"fast_mode": True, "check_batched_grad": True}],
+)
+def test_a_check_calls_the_function_as_often_as_torch_does(kwargs):
+    x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).requires_grad_()
+    func = Counted()
+    ours = _calls(distcheck.gradcheck, func, (x,), **kwargs)
+    theirs = _calls(torch.autograd.gradcheck, func, (x,), **kwargs)
+    assert ours == theirs
+
+
+def test_the_reference_call_is_shared_only_while_nothing_changes():
+    x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).requires_grad_()
+    y = x.detach().clone().requires_grad_()
+    func = Counted()
+    first = ENGINE.reference_call(func, (x,))
+    assert ENGINE.reference_call(func, (x,)) is first and func.calls == 1
+    assert ENGINE.reference_call(func, (y,)) is not first and func.calls == 2  # other input objects
+    assert ENGINE.reference_call(Counted(), (y,)) is not first  # another function
+    second = ENGINE.reference_call(func, (x,))
+    with torch.no_grad():
+        x.mul_(1.0)  # changed in place: its version counter moves
+    assert ENGINE.reference_call(func, (x,)) is not second
+    ENGINE.forget()
+    calls = func.calls
+    ENGINE.reference_call(func, (x,))
+    assert func.calls == calls + 1
+
+
+def test_a_check_keeps_nothing_when_it_ends():
+    x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).requires_grad_()
+    func = Counted()
+    assert distcheck.gradcheck(func, (x,))
+    calls = func.calls
+    ENGINE.reference_call(func, (x,))
+    assert func.calls == calls + 1  # the check's kept outputs were dropped
+
+
+def test_backward_passes_of_the_shared_call_see_the_restored_inputs():
+    """Finite differences perturb the inputs in place between the reference call and the
+    backward passes: a function whose backward reads its saved input still checks out, and a
+    wrong backward is still caught."""
+    x = torch.linspace(0.1, 0.9, 6, dtype=torch.float64).reshape(2, 3).requires_grad_()
+    assert distcheck.gradcheck(lambda t: (t * t).sum(dim=0), (x,), check_batched_grad=True)
+
+    class Wrong(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            ctx.save_for_backward(t)
+            return t * t
+
+        @staticmethod
+        def backward(ctx, grad):
+            (t,) = ctx.saved_tensors
+            return grad * 2 * t + 1e-3
+
+    with pytest.raises(distcheck.GradcheckError, match="Jacobian mismatch"):
+        distcheck.gradcheck(Wrong.apply, (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+@pytest.mark.parametrize("delta", [1e-6, -1e-6, 1e-6j, -1e-6j])
+def test_finite_differences_move_elements_through_numpy_exactly_as_through_torch(dtype, delta):
+    """Double inputs are perturbed through a numpy view of their memory (fast); the outputs
+    are bitwise those of moving the torch element, and the input is restored bitwise."""
+    if dtype == torch.float64 and isinstance(delta, complex):
+        pytest.skip("a real input moves along real steps only")
+    x = (torch.randn(3, 4, dtype=dtype) * 1e3).requires_grad_()
+    before = x.detach().clone()
+
+    def func(t):
+        return t * 3.0, t[1:]  # the second output is a view of the input
+
+    evaluate = ENGINE.perturbed_evaluator(func, (x,), 0, [True, True])
+    flat = x.data.view(-1)
+    for k in (0, 5, 11):
+        fast = evaluate(k, delta)
+        slow = ENGINE._outputs_moved(func, (x,), [True, True], flat[k], delta)
+        for a, b in zip(fast, slow):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        assert torch.equal(x.detach(), before)
