@@ -99,13 +99,14 @@ def main() -> int:
     print(f"    {len(reference)} cases in {reference_seconds:.1f} s; {load()}", flush=True)
 
     print("(b) distcheck run on local Ray (start included) ...", flush=True)
-    start = time.perf_counter()
+    start, driver_cpu = time.perf_counter(), time.process_time()
     try:
         ensure_ray(None, {"env_vars": dict(hash_seed.ENV)})  # as `distcheck run` starts it
         ray_start = time.perf_counter() - start
         options = RunOptions(max_jacobian_mb=args.max_jacobian_mb, max_cases=args.max_cases)
         result = run_suite(get_suite(SUITE, MODE), selection, options, ConsoleProgress())
         distcheck_seconds = time.perf_counter() - start
+        driver_cpu = time.process_time() - driver_cpu
     finally:
         ray.shutdown()
     print(summary(result))
@@ -116,7 +117,10 @@ def main() -> int:
     print()
     print(f"after: {load()}")
     print(f"torch serial loop (1 thread):      {reference_seconds:8.1f} s")
-    print(f"distcheck on Ray ({result.workers} workers):     {distcheck_seconds:8.1f} s  (Ray start {ray_start:.1f} s)")
+    print(
+        f"distcheck on Ray ({result.workers} workers):     {distcheck_seconds:8.1f} s  "
+        f"(Ray start {ray_start:.1f} s, driver CPU {driver_cpu:.1f} s)"
+    )
     print(f"ratio:                             {reference_seconds / distcheck_seconds:8.2f}x")
     print(f"verdicts identical:                {len(same)} / {len(reference)} cases")
     for key in differ[:20]:
