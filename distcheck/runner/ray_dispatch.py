@@ -7,9 +7,10 @@
   window of ``2 × workers`` tasks is kept in flight: every worker has its next task queued,
   while new work — a split case's chunks, a resubmitted batch — starts within one batch.
 - **Streaming.** A batch task is a generator: it yields once when it starts, then the
-  outcomes of the cases it has finished, gathered for ``REPORT_EVERY`` seconds (a message per
-  case would cost the driver and the worker more CPU than a small case takes). The driver
-  records each result as it arrives and knows since when the unreported cases have been running.
+  outcomes of the cases it has finished, gathered for ``REPORT_EVERY`` seconds (a quarter of
+  the timeout if that is shorter; a message per case would cost the driver and the worker more
+  CPU than a small case takes). The driver records each result as it arrives and knows since
+  when the unreported cases have been running.
 - **Timeouts.** When a batch has reported nothing for ``timeout`` seconds, one of its unreported
   cases is stuck. If that can only be one case (a single case left, or a *careful* batch, which
   reports after every case), its task is cancelled with ``force=True`` (killing the worker: a
@@ -110,6 +111,7 @@ class _Run:
     def __init__(self, dispatcher: RayDispatcher, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]):
         self.d, self.emit = dispatcher, emit
         self.window = 2 * dispatcher.workers
+        self.report_every = min(REPORT_EVERY, dispatcher.timeout / 4) if dispatcher.timeout else REPORT_EVERY
         self.feed = Feed(cases, dispatcher.costly)
         self.resubmitted: collections.deque[_Batch] = collections.deque()
         self.running: dict[ray.ObjectRefGenerator, _Batch] = {}
@@ -146,7 +148,7 @@ class _Run:
                     return
                 batch = _Batch(cases)
             payload = [(case.id, case.fingerprint) for case in batch.cases]
-            report_every = 0.0 if batch.careful else REPORT_EVERY
+            report_every = 0.0 if batch.careful else self.report_every
             self.running[self.task.remote(self.d.suite, payload, self.d.budget, report_every)] = batch
 
     def receive(self) -> None:

@@ -18,7 +18,7 @@ from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.records import BAD, VERDICTS, CaseRecord
 from distcheck.suites.base import RUN, CaseInfo, Selection, Suite
 
-FAST_BATCH, SLOW_BATCH = 32, 8  # cases per Ray task
+FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
 
 @dataclass(frozen=True)
