@@ -7,6 +7,7 @@ restored afterwards. Everything else here is arithmetic.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -24,21 +25,30 @@ def central_difference(minus: np.ndarray, plus: np.ndarray, eps: float) -> np.nd
     return ((plus - minus) / (2 * eps)).reshape(-1)
 
 
-def _check_same_kind(minus, plus, eps, where: str) -> None:
+# Where a perturbation was ("on index (0, 2) "), for messages: a string, or a function that
+# formats it (only called when a message needs it: formatting an index per column costs).
+Where = str | Callable[[], str]
+
+
+def _text(where: Where) -> str:
+    return where() if callable(where) else where
+
+
+def _check_same_kind(minus, plus, eps, where: Where) -> None:
     if minus.shape != plus.shape:
         raise PerturbationChangedOutput(
             f"Expected `func` to return outputs with the same shape when inputs are perturbed "
-            f"{where}by {eps}, but got: shapes {minus.shape} and {plus.shape}."
+            f"{_text(where)}by {eps}, but got: shapes {minus.shape} and {plus.shape}."
         )
     if minus.dtype != plus.dtype:
         raise PerturbationChangedOutput(
             f"Expected `func` to return outputs with the same dtype when inputs are perturbed "
-            f"{where}by {eps}, but got: dtypes {minus.dtype} and {plus.dtype}."
+            f"{_text(where)}by {eps}, but got: dtypes {minus.dtype} and {plus.dtype}."
         )
 
 
 def directional_derivative(
-    evaluate_at: Callable[[object], Sequence[np.ndarray | None]], delta, eps: float, where: str = ""
+    evaluate_at: Callable[[object], Sequence[np.ndarray | None]], delta, eps: float, where: Where = ""
 ) -> list[np.ndarray | None]:
     """Central difference of every checked output along one perturbation ``delta`` (a scalar
     for one element, an array for a whole input): ``(f(x + delta) - f(x - delta)) / (2·eps)``."""
@@ -59,7 +69,7 @@ def wirtinger_derivative(
     real_delta,
     imag_delta,
     eps: float,
-    where: str = "",
+    where: Where = "",
 ) -> list[np.ndarray | None]:
     """The derivative along ``real_delta``; for a complex input (``imag_delta`` given, an
     imaginary perturbation) the conjugate Wirtinger combination ``ds/dx + 1j·ds/dy``."""
@@ -71,7 +81,7 @@ def wirtinger_derivative(
 
 
 def jacobian_column(
-    evaluate: Evaluate, flat_index: int, eps: float, input_is_complex: bool, where: str = ""
+    evaluate: Evaluate, flat_index: int, eps: float, input_is_complex: bool, where: Where = ""
 ) -> list[np.ndarray | None]:
     """One numerical Jacobian column: d outputs / d input[flat_index].
 
@@ -103,7 +113,7 @@ def jacobian_columns(
         for size, dtype in zip(output_sizes, dtypes)
     ]
     for row, k in enumerate(flat_indices):
-        column = jacobian_column(evaluate, k, eps, input_is_complex, describe_index(k))
+        column = jacobian_column(evaluate, k, eps, input_is_complex, functools.partial(describe_index, k))
         for block, values, size in zip(blocks, column, output_sizes):
             if block is None:
                 continue
