@@ -60,3 +60,22 @@ def test_estimate_does_not_change_the_inputs(size):
     before = [x.detach().clone() for x in case.inputs]
     estimate(case)
     assert all(torch.equal(x, y) for x, y in zip(case.inputs, before)) and all(x.grad is None for x in case.inputs)
+
+
+def test_the_estimate_leaves_no_call_for_the_check_to_reuse():
+    """Timing a backward pass takes a reference call; the check after it (its RNGs reseeded)
+    must call the function afresh, as torch's gradcheck does."""
+    from distcheck.engines import get_engine
+
+    calls = []
+
+    def func(x):
+        calls.append(1)
+        return x.sin()
+
+    x = torch.linspace(0.1, 0.9, 1200, dtype=torch.float64).requires_grad_()  # large enough to be timed
+    case = BuiltCase(CASE, func, (x,), (CheckCall("gradcheck", {"fast_mode": False}),), "fp")
+    estimate(case)
+    before = len(calls)
+    get_engine("torch").reference_call(func, (x,))
+    assert len(calls) == before + 1
