@@ -12,6 +12,8 @@
 # Settings (environment): ADDRESS (default auto), OUT (report folder, default
 # reports/nightly-YYYY-MM-DD), PYTHON (default: this repo's .venv python), TIMEOUT (seconds per
 # case, default 1800), SUITES (default "torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast").
+# The previous night's report of each suite (the newest under reports/nightly-*) orders the
+# work longest first (--durations).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,13 +25,20 @@ TIMEOUT="${TIMEOUT:-1800}"
 SUITES="${SUITES:-torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast}"
 mkdir -p "$OUT"
 
+# The newest report of an earlier night for this suite and mode, if any.
+previous() {
+  ls -1d "$(dirname "$OUT")"/nightly-*/"$1" 2>/dev/null | grep -v "^$OUT/" | sort | tail -n 1
+}
+
 status=0
 for entry in $SUITES; do
   suite="${entry%%:*}"
   mode="${entry##*:}"
   report="$OUT/$suite-$mode.json"
-  echo "== $suite ($mode) -> $report"
-  "$PYTHON" -m distcheck run --suite "$suite" --mode "$mode" --timeout "$TIMEOUT" --address "$ADDRESS" --json "$report"
+  last="$(previous "$suite-$mode.json")"
+  echo "== $suite ($mode) -> $report${last:+ (longest first, from $last)}"
+  "$PYTHON" -m distcheck run --suite "$suite" --mode "$mode" --timeout "$TIMEOUT" --address "$ADDRESS" \
+    --json "$report" ${last:+--durations "$last"}
   code=$?
   if [[ $code -ne 0 ]]; then
     echo "!! $suite ($mode) exited with status $code"

@@ -100,6 +100,12 @@ def parser() -> argparse.ArgumentParser:
         "machine's RAM)",
     )
     run.add_argument("--json", metavar="FILE", help="also write a JSON report (summary and one record per case)")
+    run.add_argument(
+        "--durations",
+        metavar="FILE",
+        help="a previous run's JSON report (or run folder, or {case id: seconds}): on Ray, dispatch the "
+        "longest groups and cases first",
+    )
 
     listing = commands.add_parser("list", help="list a suite's case ids", description="List a suite's case ids.")
     _selection_arguments(listing)
@@ -127,6 +133,7 @@ def _list(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
     from distcheck.runner import RunOptions, run_suite
+    from distcheck.runner.durations import load_durations
 
     options = RunOptions(
         serial=args.serial,
@@ -134,6 +141,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         timeout=args.timeout or None,
         max_jacobian_mb=args.max_jacobian_mb,
         max_cases=args.max_cases,
+        durations=load_durations(args.durations) if args.durations else None,
     )
     suite = get_suite(args.suite, args.mode)
     result = run_suite(suite, _selection(args), options, console.ConsoleProgress())

@@ -12,13 +12,17 @@
   numbers are bitwise identical), with ``OMP_NUM_THREADS=1`` so that N tasks use N cores.
 
 ``ensure_ray(address)`` initializes Ray once per process (or reuses a Ray that is already
-initialized); other code that submits its own tasks (a suite runner) can call it too.
+initialized); other code that submits its own tasks (a suite runner) can call it too. The first
+time a driver uses Ray through it, every worker slot imports what checks need (distcheck, and
+the autodiff libraries the driver has imported: torch takes seconds), all at once, before it
+returns: a worker that starts cold would make the first check pay for it.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import importlib
 import os
 import pickle
 import sys
@@ -47,7 +51,13 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 # A task killed by Ray's memory monitor is retried this many times (Ray's default: forever).
 TASK_OOM_RETRIES = 2
 _TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+# What a worker imports to be warm: distcheck's side of a task, and every autodiff library the
+# driver has imported (they are what deserializing a check's subject imports).
+WARM_MODULES = ("distcheck.plan.units", "distcheck.executors.ray_executor")
+ENGINE_LIBRARIES = ("torch", "tensorplay", "jax")
+WARM_TIMEOUT = 120.0  # seconds a warm-up may take before distcheck goes on without it
 _init_lock = threading.Lock()
+_warmed_jobs: set[str] = set()
 
 
 def ensure_ray(address: str | None = None, runtime_env: dict | None = None) -> None:
@@ -60,31 +70,66 @@ def ensure_ray(address: str | None = None, runtime_env: dict | None = None) -> N
     environment (e.g. ``{"py_modules": [...]}`` to ship code to cluster nodes).
     """
     with _init_lock:
-        if ray.is_initialized():
-            return
-        address = resolve_address(address)
-        env = dict(runtime_env or {})
-        env["env_vars"] = {**WORKER_ENV, **env.get("env_vars", {})}
-        if address is None:
-            if "RAY_AUTH_MODE" not in os.environ:
-                _set_auth_mode("token")  # Ray's default for a new local Ray, said explicitly
-            ray.init(
-                address="local",
-                num_cpus=local_cpus(),
-                include_dashboard=False,
-                runtime_env=env,
-                _system_config={"task_oom_retries": TASK_OOM_RETRIES},
-            )
-            return
-        if "RAY_AUTH_MODE" not in os.environ and _token_available():
-            # Ray enables token auth by itself only for address="auto"; a cluster started with a
-            # token (Ray's default) refuses other drivers after a 20 s generic ConnectionError.
-            _set_auth_mode("token")
-        start = time.perf_counter()
-        try:
-            ray.init(address=address, runtime_env=env)
-        except ConnectionError as e:
-            raise ConnectionError(_join_failure(address, time.perf_counter() - start, e)) from e
+        if not ray.is_initialized():
+            _init(address, runtime_env)
+        _warm_once()
+
+
+def _init(address: str | None, runtime_env: dict | None) -> None:
+    """Start a local Ray, or join the cluster at ``address`` (see :func:`ensure_ray`)."""
+    address = resolve_address(address)
+    env = dict(runtime_env or {})
+    env["env_vars"] = {**WORKER_ENV, **env.get("env_vars", {})}
+    if address is None:
+        if "RAY_AUTH_MODE" not in os.environ:
+            _set_auth_mode("token")  # Ray's default for a new local Ray, said explicitly
+        ray.init(
+            address="local",
+            num_cpus=local_cpus(),
+            include_dashboard=False,
+            runtime_env=env,
+            _system_config={"task_oom_retries": TASK_OOM_RETRIES},
+        )
+        return
+    if "RAY_AUTH_MODE" not in os.environ and _token_available():
+        # Ray enables token auth by itself only for address="auto"; a cluster started with a
+        # token (Ray's default) refuses other drivers after a 20 s generic ConnectionError.
+        _set_auth_mode("token")
+    start = time.perf_counter()
+    try:
+        ray.init(address=address, runtime_env=env)
+    except ConnectionError as e:
+        raise ConnectionError(_join_failure(address, time.perf_counter() - start, e)) from e
+
+
+def _warm_once() -> None:
+    """On a driver's first use of this Ray job: warm every worker slot (see the module's doc)."""
+    context = ray.get_runtime_context()
+    if context.worker.mode == ray.WORKER_MODE:  # a task that submits tasks (a split case)
+        return
+    job = context.get_job_id()
+    if job not in _warmed_jobs:
+        _warmed_jobs.add(job)
+        warm_workers()
+
+
+@ray.remote(num_cpus=1)
+def _import(modules: tuple[str, ...]) -> int:
+    for module in modules:
+        importlib.import_module(module)
+    time.sleep(0.1)  # long enough that the tasks spread over every worker slot
+    return os.getpid()
+
+
+def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -> float:
+    """Have one worker process per CPU of the cluster import ``modules``, distcheck's task code
+    and the autodiff libraries this process has imported, all at once; wait for them (up to
+    ``timeout`` seconds). Returns the seconds it took."""
+    start = time.perf_counter()
+    wanted = (*WARM_MODULES, *(m for m in ENGINE_LIBRARIES if m in sys.modules), *modules)
+    refs = [_import.remote(wanted) for _ in range(cluster_cpus())]
+    ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    return time.perf_counter() - start
 
 
 def resolve_address(address: str | None) -> str | None:

@@ -1,90 +1,194 @@
-"""The cases to dispatch: enumerated in a background thread (so that the first batches run
-while later ops are still being enumerated), handed out in batches of one group — except
-costly cases (by their cost hint), which are handed out first, one per batch: the longest
-work starts early (and a case to split is found early), short batches fill the end of the run."""
+"""The work of a Ray dispatch and the order it is handed out in.
+
+:class:`Enumeration` pulls the suite's groups (and cases listed on the driver) in a background
+thread — all of them first, to sort the groups longest first, when durations are known.
+
+:class:`WorkQueue` holds the work; on Ray it lives in an actor, from which every runner takes
+its next item (so the driver is not in the path of each task). It hands out, in this order:
+
+1. work resubmitted after a timeout or a lost worker (first: it was started long ago);
+2. **costly cases**, one per item, heaviest first (the longest work starts early, and a case
+   to split is found early);
+3. **groups** to list (an op in a dtype: a runner lists its cases and runs its first share of
+   them; the rest comes back here);
+4. **listed cases** in batches of consecutive cases of one group (short batches fill the end).
+
+It knows which runner holds which item, so that the work of a runner that dies or is stopped
+can be given out again, and when everything is done.
+"""
 
 from __future__ import annotations
 
+import collections
+import heapq
+import itertools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from distcheck.suites.base import CaseInfo
+from distcheck.suites.base import CaseInfo, GroupInfo
 
 _END = object()
+WAIT = "wait"  # WorkQueue.take: nothing now, ask again (other runners may still add work)
 
 
-class Feed:
-    """Pulls ``cases`` in a daemon thread; :meth:`batch` waits for it at most as long as told.
-    Cases whose ``cost`` is at least ``costly`` go ahead of the others."""
+@dataclass(frozen=True)
+class Item:
+    """One piece of work for a runner: a group to list (with the costly rule of that group),
+    or a batch of listed cases; ``careful``: report after every case."""
 
-    def __init__(self, cases: Iterator[CaseInfo], costly: int | None = None):
-        self._queue: queue.Queue = queue.Queue()
-        self._costly: queue.Queue = queue.Queue()
-        self._held: CaseInfo | None = None  # taken from the queue, but of the next group
-        self._exhausted = False
-        self._enumerated = threading.Event()
+    id: int
+    group: GroupInfo | None = None
+    rule: object = None
+    cases: tuple[CaseInfo, ...] = ()
+    careful: bool = False
+
+
+class Enumeration:
+    """Pulls ``items`` (groups, and cases listed already) in a daemon thread; :meth:`take` hands
+    over what has arrived. ``group_weight``: if given, groups come heaviest first, once
+    enumeration is complete (it is cheap: metadata only)."""
+
+    def __init__(self, items: Iterator[GroupInfo | CaseInfo], group_weight: Callable[[GroupInfo], float] | None = None):
+        self._arrivals: queue.Queue = queue.Queue()
+        self._over = False
         self._thread = threading.Thread(
-            target=self._produce, args=(cases, costly), name="distcheck-enumeration", daemon=True
+            target=self._produce, args=(items, group_weight), name="distcheck-enumeration", daemon=True
         )
         self._thread.start()
 
-    def _produce(self, cases: Iterator[CaseInfo], costly: int | None) -> None:
+    def _produce(self, items: Iterator[GroupInfo | CaseInfo], group_weight) -> None:
         try:
-            for case in cases:
-                lane = self._costly if costly is not None and case.cost >= costly else self._queue
-                lane.put(case)
-            self._queue.put(_END)
+            if group_weight is None:
+                for item in items:
+                    self._arrivals.put(item)
+            else:
+                held = list(items)
+                groups = sorted((i for i in held if isinstance(i, GroupInfo)), key=group_weight, reverse=True)
+                for item in [*groups, *(i for i in held if not isinstance(i, GroupInfo))]:
+                    self._arrivals.put(item)
+            self._arrivals.put(_END)
         except BaseException as e:  # handed to the dispatching thread, which raises it
-            self._queue.put(e)
-        finally:
-            self._enumerated.set()
+            self._arrivals.put(e)
 
-    def _take(self, wait: float) -> CaseInfo | None:
-        if self._held is not None:
-            case, self._held = self._held, None
-            return case
-        if self._exhausted:
+    @property
+    def over(self) -> bool:
+        """Everything enumerated has been taken."""
+        return self._over
+
+    def take(self, wait: float = 0.0) -> list[GroupInfo | CaseInfo]:
+        """What has arrived (waiting up to ``wait`` seconds for a first item)."""
+        taken: list[GroupInfo | CaseInfo] = []
+        while not self._over:
+            try:
+                item = self._arrivals.get(timeout=wait) if wait > 0 and not taken else self._arrivals.get_nowait()
+            except queue.Empty:
+                break
+            if item is _END:
+                self._over = True
+            elif isinstance(item, BaseException):
+                self._over = True
+                raise item
+            else:
+                taken.append(item)
+        return taken
+
+
+class WorkQueue:
+    """The work of a dispatch (see the module's doc). ``weight(case)``: the expected seconds of
+    a costly case, None for the others; ``size``: cases per batch; ``group_rule(group)``: the
+    costly rule a runner applies to the group it lists."""
+
+    def __init__(
+        self, weight: Callable[[CaseInfo], float | None], size: int, group_rule: Callable[[GroupInfo], object]
+    ):
+        self._weight, self._size, self._group_rule = weight, size, group_rule
+        self._front: collections.deque[Item] = collections.deque()
+        self._costly: list[tuple[float, int, CaseInfo]] = []  # a heap
+        self._groups: collections.deque[GroupInfo] = collections.deque()
+        self._listed: collections.deque[CaseInfo] = collections.deque()
+        self._ids = itertools.count()
+        self._held: dict[int, tuple[int, Item]] = {}  # item id -> (runner, item)
+        self._runners: set[int] = set()  # runners taking work
+        self._closed = self._paused = False
+
+    def put(self, work: list[GroupInfo | CaseInfo]) -> None:
+        """Groups to list, and runnable listed cases (costly ones alone, the others in batches)."""
+        for entry in work:
+            if isinstance(entry, GroupInfo):
+                self._groups.append(entry)
+                continue
+            weight = self._weight(entry)
+            if weight is None:
+                self._listed.append(entry)
+            else:
+                heapq.heappush(self._costly, (-weight, next(self._ids), entry))
+
+    def resubmit(self, batches: list[tuple[list[CaseInfo], bool]]) -> None:
+        """Batches of cases ``(cases, careful)`` to hand out before anything else."""
+        for cases, careful in reversed(batches):
+            self._front.appendleft(Item(next(self._ids), cases=tuple(cases), careful=careful))
+
+    def close(self) -> None:
+        """Enumeration is over: once the work runs out, runners may stop."""
+        self._closed = True
+
+    def take(self, runner: int, finished: int | None = None) -> Item | str | None:
+        """The next item for ``runner`` (which has finished item ``finished``); :data:`WAIT` if
+        there is none now but runners still hold work that may add some; None when all is done
+        (or while paused: the runner stops)."""
+        if finished is not None:
+            self._held.pop(finished, None)
+        if self._paused:
+            self._runners.discard(runner)
             return None
-        try:
-            item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
-        except queue.Empty:
-            return None
-        if item is _END:
-            self._exhausted = True
-            return None
-        if isinstance(item, BaseException):
-            self._exhausted = True
-            raise item
+        self._runners.add(runner)
+        item = self._next()
+        if item is None:
+            if self._closed and not self._held:
+                self._runners.discard(runner)
+                return None
+            return WAIT
+        self._held[item.id] = (runner, item)
         return item
 
-    @property
-    def enumerated(self) -> bool:
-        """Enumeration is over (the cases may not all have been handed out yet)."""
-        return self._enumerated.is_set()
+    def lost(self, runner: int, known: int | None, batches: list[tuple[list[CaseInfo], bool]]) -> None:
+        """``runner`` died or was stopped while it held item ``known`` (what the driver knew of
+        it is in ``batches``, to hand out again first). Items it took without reporting their
+        start go out again as they were."""
+        self._runners.discard(runner)
+        for item in [item for holder, item in self._held.values() if holder == runner]:
+            del self._held[item.id]
+            if item.id == known:
+                continue
+            if item.group is not None:
+                self._groups.appendleft(item.group)
+            else:
+                self._front.appendleft(item)
+        self.resubmit(batches)
 
-    @property
-    def done(self) -> bool:
-        """Every case has been handed out."""
-        return self._exhausted and self._held is None and self._costly.empty()
+    def pause(self, paused: bool) -> None:
+        """While paused, runners that ask for work stop instead (their CPUs go to the chunks of
+        split cases, which are cut for every worker of the cluster)."""
+        self._paused = paused
 
-    def batch(self, size: int, wait: float = 0.0) -> list[CaseInfo]:
-        """A costly case alone; else up to ``size`` consecutive cases of one group: those
-        available now (waiting up to ``wait`` seconds for the first)."""
-        try:
-            return [self._costly.get_nowait()]
-        except queue.Empty:
-            pass
-        first = self._take(wait)
-        if first is None:
-            return []
-        cases = [first]
-        while len(cases) < size:
-            case = self._take(0.0)
-            if case is None:
-                break
-            if case.group != first.group:
-                self._held = case
-                break
-            cases.append(case)
-        return cases
+    def _next(self) -> Item | None:
+        if self._front:
+            return self._front.popleft()
+        if self._costly:
+            return Item(next(self._ids), cases=(heapq.heappop(self._costly)[2],))
+        if self._groups:
+            group = self._groups.popleft()
+            return Item(next(self._ids), group=group, rule=self._group_rule(group))
+        if not self._listed:
+            return None
+        first = self._listed.popleft()
+        batch = [first]
+        while self._listed and len(batch) < self._size and self._listed[0].group == first.group:
+            batch.append(self._listed.popleft())
+        return Item(next(self._ids), cases=tuple(batch))
+
+    def idle(self) -> bool:
+        """Nothing to hand out and nothing held."""
+        return not (self._front or self._costly or self._groups or self._listed or self._held)

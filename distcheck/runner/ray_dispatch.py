@@ -1,79 +1,180 @@
-"""Ray dispatch: batches of cases as streaming generator tasks, results as they finish.
+"""Ray dispatch: the driver only schedules; cases are listed, built and checked on the workers.
 
-- **Batches.** Consecutive cases of one group (op and dtype: they share their samples, which
-  a worker generates once) go into one task, up to ``batch_size`` of them (fast-mode cases take
-  milliseconds: a task per case would cost more in Ray overhead than the check itself). Cases
-  with a cost hint of at least ``costly`` go first, one per task (see :mod:`.feed`). A
-  window of ``2 × workers`` tasks is kept in flight: every worker has its next task queued,
-  while new work — a split case's chunks, a resubmitted batch — starts within one batch.
-- **Streaming.** A batch task is a generator: it yields once when it starts, then the
-  outcomes of the cases it has finished, gathered for ``REPORT_EVERY`` seconds (a quarter of
-  the timeout if that is shorter; a message per case would cost the driver and the worker more
-  CPU than a small case takes). The driver records each result as it arrives and knows since
-  when the unreported cases have been running.
-- **Timeouts.** When a batch has reported nothing for ``timeout`` seconds, one of its unreported
-  cases is stuck. If that can only be one case (a single case left, or a *careful* batch, which
-  reports after every case), its task is cancelled with ``force=True`` (killing the worker: a
-  plain cancel cannot interrupt a C call), the case is reported ``timeout`` and the rest of the
-  batch is resubmitted. Otherwise the unreported cases are resubmitted as a careful batch: the
-  quick ones pass again and the stuck one times out again, now by name (a hung case costs up
-  to two timeouts, and no case is ever blamed for another). A worker that dies (out of memory,
-  a crash in C) is handled alike: its case is reported ``error``, found by a careful rerun.
+- **Runners.** One long-lived *runner* task per CPU of the cluster takes its work from a queue
+  that lives in an actor (:class:`~distcheck.runner.feed.WorkQueue`): the driver puts the
+  suite's groups there (an op in a dtype, from metadata: the driver never generates a sample)
+  and otherwise only reads what the runners report. A runner that takes a group lists it
+  (generating and fingerprinting its samples), runs its share of the cases while the samples
+  are at hand — all of them, or the first batch of a large group — and puts the rest back into
+  the queue, costly cases alone and first (see :mod:`.durations`). Any runner can take a batch:
+  it rebuilds the samples from the case ids and checks each fingerprint against the listed one.
+  So the driver's work grows with the messages it reads, not with tasks or samples.
+- **Streaming.** A runner is a Ray generator. It reports when it starts an item (with what the
+  previous one had left unreported), then the outcomes of the cases it finished every
+  ``REPORT_EVERY`` seconds (a quarter of the timeout if that is shorter; after every case in a
+  *careful* batch), and when it runs out of work. The driver thus always knows which case a
+  runner may be in, and since when.
+- **Timeouts.** When a runner has reported nothing for ``timeout`` seconds in an item, one of
+  the item's unreported cases is stuck. If that can only be one case (a single case left, or a
+  careful batch), the runner is cancelled with ``force=True`` (killing its worker: a plain
+  cancel cannot interrupt a C call), the case is reported ``timeout`` and the rest of the item
+  goes back to the queue. Otherwise the unreported cases go back as a careful batch: the quick
+  ones pass again and the stuck one times out again, now by name (a hung case costs up to two
+  timeouts, and no case is ever blamed for another). A worker that dies (out of memory, a crash
+  in C) is handled alike: its case is reported ``error``, found by a careful rerun. A group
+  whose listing times out or kills its worker is reported ``error`` per check kind. A new runner
+  replaces a lost one.
+- **Split cases.** A runner estimates each slow-mode case first: one above the split thresholds
+  comes back as ``split``, and the driver starts a *coordinator* task for it at once
+  (:mod:`.split`): on the cluster, with its own RNG state, it runs the case's check on the Ray
+  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at
+  once, alongside the runners; a timed-out one is cancelled with its chunks.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
-- **Budgets.** The worker estimates each case before running it: over the memory budget it is
-  ``skipped``; above the split thresholds it comes back as ``split`` and runs on the driver in
-  Jacobian chunks over every worker (:mod:`distcheck.runner.split`).
 """
 
 from __future__ import annotations
 
-import collections
+import gc
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import ray
 from ray.exceptions import RayError
 
-from distcheck.executors.ray_executor import RayExecutor, cluster_cpus, ensure_ray
+from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 from distcheck.runner import hash_seed
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, run_case, timeout_record, to_record
-from distcheck.runner.feed import Feed
+from distcheck.runner.durations import CostlyRule, Durations
+from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
 from distcheck.runner.records import ERROR, CaseRecord
-from distcheck.runner.split import Splitter
-from distcheck.suites.base import CaseId, CaseInfo, Suite
+from distcheck.runner.split import run_split
+from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
-POLL = 0.05  # seconds between looks at the tasks when nothing arrives
-REPORT_EVERY = 0.25  # seconds of outcomes a batch gathers before it reports them
-COSTLY = 1000  # cases with at least this cost hint go first, one per task
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from distcheck.runner.runner import Sink
+
+POLL = 0.1  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
+REPORT_EVERY = 0.25  # seconds of outcomes a runner gathers before it reports them
+GROUP_SHARE = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
+IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
+
+
+def share_of(listing: list[CaseInfo], rule: CostlyRule, size: int) -> list[int]:
+    """Which listed cases (indices) the runner that listed them runs: the group's runnable
+    cases that are not costly, all of them if they are few, else the first ``size``."""
+    runnable = [k for k, case in enumerate(listing) if case.status == RUN and rule.weight(case) is None]
+    return runnable if len(runnable) <= GROUP_SHARE * size else runnable[:size]
+
+
+_prepared: set[str] = set()
+
+
+def _prepare(suite: Suite) -> None:
+    """Load what the suite needs in this worker, once; then keep it out of the garbage
+    collector's sight (an op database is ~400,000 objects: a full collection over them takes
+    0.2 s, and the cases' allocations trigger them)."""
+    if suite.name not in _prepared:
+        suite.prepare()
+        gc.freeze()
+        _prepared.add(suite.name)
 
 
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")
-def _run_batch(suite: Suite, cases: list[tuple[CaseId, str | None]], budget: Budget, report_every: float):
-    """Yields ``[]`` when it starts, then lists of ``(k, outcome)`` of case k: after every
-    case if ``report_every`` is 0, else every ``report_every`` seconds and at the end."""
-    suite.prepare()
-    yield []
-    finished, reported = [], time.monotonic()
-    for k, (case, fingerprint) in enumerate(cases):
-        finished.append((k, run_case(suite, case, fingerprint, budget)))
-        if k == len(cases) - 1 or time.monotonic() - reported >= report_every:
-            yield finished
-            finished, reported = [], time.monotonic()
+def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float, selection: Selection, size: int):
+    """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
+    ``("start", item)``, ``("listed", item id, listing, share)`` (or ``("unlisted", item id,
+    message)``), ``("done", item id, [(k, outcome), ...])`` for its k-th cases, ``("idle",)``."""
+    _prepare(suite)
+    events: list[tuple] = []
+    reported, finished, pause = time.monotonic(), None, IDLE_WAIT[0]
+    while True:
+        item = ray.get(work.take.remote(runner, finished))
+        if item is None:
+            break
+        if item == WAIT:
+            if events or finished is not None:
+                yield [*events, ("idle",)]
+                events, finished, reported = [], None, time.monotonic()
+            time.sleep(pause)
+            pause = min(2 * pause, IDLE_WAIT[1])
+            continue
+        pause = IDLE_WAIT[0]
+        yield [*events, ("start", item)]
+        events, reported = [], time.monotonic()
+        cases = item.cases
+        if item.group is not None:
+            try:
+                listing = suite.list_group(item.group, selection)
+            except Exception as e:
+                events.append(("unlisted", item.id, f"listing the group failed: {type(e).__name__}: {e}"))
+                finished = item.id
+                continue
+            share = share_of(listing, item.rule, size)
+            mine = set(share)
+            rest = [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
+            if rest:
+                work.put.remote(rest)  # before this runner's next take (actor calls keep their order)
+            yield [("listed", item.id, listing, share)]  # at once: a case that hangs is not blamed on listing
+            reported = time.monotonic()
+            cases = [listing[k] for k in share]
+        outcomes = []
+        for k, case in enumerate(cases):
+            outcomes.append((k, run_case(suite, case.id, case.fingerprint, budget)))
+            if item.careful or time.monotonic() - reported >= report_every:
+                yield [*events, ("done", item.id, outcomes)]
+                events, outcomes, reported = [], [], time.monotonic()
+        if outcomes:
+            events.append(("done", item.id, outcomes))
+        finished = item.id
+    if events:
+        yield events
+
+
+@ray.remote(num_cpus=1, max_retries=0, num_returns="streaming", _generator_backpressure_num_objects=1)
+def _careful(item: Item, suite: Suite, budget: Budget, selection: Selection):
+    """Runs a careful item, with the runner's events: a group (listed again; all its runnable
+    cases run here) or cases, reporting after each case. Each report is received by the driver
+    before the work goes on (backpressure of one report): a case that kills its worker right
+    away cannot take the previous report down with it."""
+    _prepare(suite)
+    yield [("start", item)]
+    cases = item.cases
+    if item.group is not None:
+        try:
+            listing = suite.list_group(item.group, selection)
+        except Exception as e:
+            yield [("unlisted", item.id, f"listing the group failed: {type(e).__name__}: {e}")]
+            return
+        share = [k for k, case in enumerate(listing) if case.status == RUN]
+        yield [("listed", item.id, listing, share)]
+        cases = [listing[k] for k in share]
+    for k, case in enumerate(cases):
+        yield [("done", item.id, [(k, run_case(suite, case.id, case.fingerprint, budget))])]
 
 
 @dataclass
-class _Batch:
-    cases: list[CaseInfo]
-    careful: bool = False  # reports after every case: a timeout or a death blames the right case
-    current: int = 0  # the first case not reported yet
-    since: float | None = None  # when the batch last reported (driver clock); None while queued
+class _Runner:
+    id: int
+    item: Item | None = None  # the item it works on (None: idle, or not started yet)
+    cases: list[CaseInfo] | None = None  # the cases of the item (a group's share, once listed)
+    current: int = 0  # the first case of the item not reported yet
+    since: float = 0.0  # when the runner last reported (driver clock)
+    careful: bool = False  # a careful task (one item), not a runner of the queue
 
     @property
     def culprit_known(self) -> bool:
-        """Whether a stuck (or deadly) batch can only be stuck in case ``current``."""
-        return self.careful or self.current == len(self.cases) - 1
+        """Whether a stuck (or deadly) runner can only be stuck in case ``current``."""
+        return self.item is not None and (self.careful or self.current == len(self.cases or ()) - 1)
+
+
+@dataclass
+class _Split:
+    case: CaseInfo
+    since: float | None = None
 
 
 class RayDispatcher:
@@ -86,12 +187,16 @@ class RayDispatcher:
         timeout: float | None,
         address: str | None = None,
         batch_size: int = 32,
-        costly: int | None = COSTLY,
+        selection: Selection | None = None,
+        costly: CostlyRule | None = None,
+        durations: Durations | None = None,
         split_budget: Budget | None = None,
     ):
         self.suite, self.budget, self.timeout, self.address = suite, budget, timeout, address
-        self.batch_size, self.costly = batch_size, costly
+        self.batch_size, self.selection = batch_size, selection or Selection()
+        self.costly, self.durations = costly or CostlyRule(), durations
         self.split_budget = split_budget or Budget(budget.max_bytes)
+        self.first_dispatch: float | None = None  # perf_counter() of the first work handed out
         self._workers: int | None = None
 
     @property
@@ -101,106 +206,209 @@ class RayDispatcher:
             self._workers = cluster_cpus()
         return self._workers
 
-    def run(self, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]) -> None:
-        _Run(self, cases, emit).loop()
+    def group_rule(self, group: GroupInfo) -> CostlyRule:
+        """The costly rule a runner applies to ``group``: with that group's durations only."""
+        return self.durations.rule(self.costly, group) if self.durations else self.costly
+
+    def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
+        _Run(self, items, sink).loop()
 
 
 class _Run:
-    """One dispatch: the loop that keeps the window full, reads results, enforces timeouts."""
+    """One dispatch: feed the queue, read the runners, enforce timeouts, replace lost runners."""
 
-    def __init__(self, dispatcher: RayDispatcher, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]):
-        self.d, self.emit = dispatcher, emit
-        self.window = 2 * dispatcher.workers
-        self.report_every = min(REPORT_EVERY, dispatcher.timeout / 4) if dispatcher.timeout else REPORT_EVERY
-        self.feed = Feed(cases, dispatcher.costly)
-        self.resubmitted: collections.deque[_Batch] = collections.deque()
-        self.running: dict[ray.ObjectRefGenerator, _Batch] = {}
-        self.splitter = Splitter(
-            dispatcher.suite, dispatcher.split_budget, RayExecutor(dispatcher.address), dispatcher.timeout
-        )
-        self.task = _run_batch.options(runtime_env=hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env))
+    def __init__(self, dispatcher: RayDispatcher, items: Iterator[GroupInfo | CaseInfo], sink: Sink):
+        self.d, self.sink = dispatcher, sink
+        timeout = dispatcher.timeout
+        self.report_every = min(REPORT_EVERY, timeout / 4) if timeout else REPORT_EVERY
+        durations = dispatcher.durations
+        rule = durations.rule(dispatcher.costly) if durations else dispatcher.costly
+        self.enumeration = Enumeration(items, durations.group_seconds if durations else None)
+        self.env = env = hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env)
+        queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env)
+        self.queue = queue.remote(rule.weight, dispatcher.batch_size, dispatcher.group_rule)
+        self.runner_task = _runner.options(runtime_env=env)
+        self.split_task = run_split.options(runtime_env=env)
+        self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
+        self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
+        self.next_runner = 0
+        self.paused = False  # runners stop while split cases run
 
     def loop(self) -> None:
         try:
-            while True:
-                self.fill()
-                if self.feed.enumerated:  # the driver's RNG is free for split cases
-                    self.splitter.start()
-                if self.feed.done and not self.resubmitted and not self.running and self.splitter.idle:
-                    return
+            self.top_up()
+            while self.runners or self.splits or not self.enumeration.over:
+                self.feed()
                 self.receive()
-                now = time.monotonic()
-                self.enforce_timeouts(now)
-                for record in self.splitter.poll(now):
-                    self.emit(record)
+                self.enforce_timeouts(time.monotonic())
+                self.resume()
         finally:
-            for generator in self.running:
+            for generator in [*self.runners, *self.splits]:
                 ray.cancel(generator, force=True)
-            self.splitter.stop()
+            ray.kill(self.queue)
 
-    def fill(self) -> None:
-        while len(self.running) < self.window:
-            if self.resubmitted:
-                batch = self.resubmitted.popleft()
-            else:
-                cases = self.feed.batch(self.d.batch_size, wait=0.0 if self.running else POLL)
-                if not cases:
-                    return
-                batch = _Batch(cases)
-            payload = [(case.id, case.fingerprint) for case in batch.cases]
-            report_every = 0.0 if batch.careful else self.report_every
-            self.running[self.task.remote(self.d.suite, payload, self.d.budget, report_every)] = batch
+    def start_runner(self) -> None:
+        d = self.d
+        generator = self.runner_task.remote(
+            self.next_runner, self.queue, d.suite, d.budget, self.report_every, d.selection, d.batch_size
+        )
+        self.runners[generator] = _Runner(self.next_runner, since=time.monotonic())
+        self.next_runner += 1
+
+    def feed(self) -> None:
+        """Hand the queue what enumeration produced (and close it once enumeration is over)."""
+        if self.enumeration.over:
+            return
+        work = self.enumeration.take(wait=0.0 if self.runners else 0.05)
+        if work:
+            self.queue.put.remote(work)
+        if self.enumeration.over:
+            self.queue.close.remote()
 
     def receive(self) -> None:
-        if not self.running:  # only split cases (or enumeration) in progress
-            time.sleep(POLL)
+        pending = [*self.runners, *self.splits]
+        if not pending:
+            time.sleep(0.05)
             return
-        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=POLL)
-        if ready:
-            ready, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=0)
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=POLL)
         for generator in ready:
-            batch = self.running[generator]
-            try:
-                finished = ray.get(next(generator))
-            except StopIteration:
-                del self.running[generator]
-                continue
-            except RayError as e:  # the worker died in one of the unreported cases
-                del self.running[generator]
-                self.stopped(
-                    batch,
-                    CaseRecord(batch.cases[batch.current].id, ERROR, f"the worker running this case died: {e}", 0.0, 1),
-                )
-                continue
-            self.handle(batch, finished)
-
-    def handle(self, batch: _Batch, finished: list[tuple[int, Outcome]]) -> None:
-        for index, outcome in finished:
-            case = batch.cases[index]
-            if outcome.verdict == SPLIT_VERDICT:
-                self.splitter.add(case)
+            if generator in self.splits:
+                self.receive_split(generator)
             else:
-                self.emit(to_record(case, outcome, tasks=1))
-            batch.current = index + 1
-        batch.since = time.monotonic() if batch.current < len(batch.cases) else None
+                self.receive_runner(generator)
 
-    def stopped(self, batch: _Batch, record: CaseRecord) -> None:
-        """``batch`` stopped in an unreported case: ``record`` says what happened to case
-        ``current`` if it must have been that one; else its unreported cases go again, carefully."""
-        if batch.culprit_known:
-            self.emit(record)
-            rest = batch.cases[batch.current + 1 :]
-            if rest:
-                self.resubmitted.appendleft(_Batch(rest))
+    def receive_runner(self, generator: ray.ObjectRefGenerator) -> None:
+        runner = self.runners[generator]
+        try:
+            events = ray.get(next(generator))
+        except StopIteration:
+            del self.runners[generator]
+            return
+        except RayError as e:  # the worker died in one of the unreported cases (or listing)
+            del self.runners[generator]
+            self.lost(runner, f"the worker running this case died: {e}")
+            return
+        runner.since = time.monotonic()
+        for event in events:
+            getattr(self, f"on_{event[0]}")(runner, *event[1:])
+
+    def on_start(self, runner: _Runner, item: Item) -> None:
+        if self.d.first_dispatch is None:
+            self.d.first_dispatch = time.perf_counter()
+        runner.item, runner.current = item, 0
+        runner.cases = None if item.group is not None else list(item.cases)
+
+    def on_listed(self, runner: _Runner, item_id: int, listing: list[CaseInfo], share: list[int]) -> None:
+        self.sink.listed(runner.item.group, listing)
+        runner.cases = [listing[k] for k in share]
+
+    def on_unlisted(self, runner: _Runner, item_id: int, message: str) -> None:
+        self.group_failed(runner.item.group, message)
+        runner.item = None
+
+    def on_done(self, runner: _Runner, item_id: int, finished: list[tuple[int, Outcome]]) -> None:
+        records = []
+        for index, outcome in finished:
+            case = runner.cases[index]
+            if outcome.verdict == SPLIT_VERDICT:
+                self.start_split(case)
+            else:
+                records.append(to_record(case, outcome, 1))
+        runner.current = finished[-1][0] + 1
+        self.sink.emit(records)
+
+    def on_idle(self, runner: _Runner) -> None:
+        runner.item = None
+
+    def group_failed(self, group: GroupInfo, message: str) -> None:
+        cases = [CaseInfo(CaseId(group.suite, group.op, group.dtype, check), ERROR, message) for check in group.checks]
+        self.sink.listed(group, cases)
+
+    def lost(self, runner: _Runner, message: str, timed_out: float | None = None) -> None:
+        """``runner`` stopped (after ``timed_out`` seconds of silence, or because its worker
+        died): blame case ``current`` of its item if it must have been that one, else run the
+        item's unreported cases again in a careful task; the queue gives out again what it took
+        but never began; new runners keep one per CPU."""
+        item, cases, rest = runner.item, runner.cases or [], []
+        if item is not None and item.group is not None and runner.cases is None:
+            if runner.careful:  # listed alone, reporting at once: the listing it is
+                what = f"timed out after {self.d.timeout:g} s (--timeout)" if timed_out is not None else message
+                self.group_failed(item.group, f"listing the group {what}")
+            else:  # in the listing, or in a case whose listing report went down with the worker
+                self.start_careful(Item(item.id, group=item.group, careful=True))
+        elif item is not None and runner.current < len(cases):
+            if runner.culprit_known:
+                case = cases[runner.current]
+                if timed_out is None:
+                    record = CaseRecord(case.id, ERROR, message, 0.0, 1)
+                else:
+                    record = timeout_record(case, self.d.timeout, timed_out, tasks=1)
+                self.sink.emit([record])
+                rest = cases[runner.current + 1 :]
+            else:
+                self.start_careful(Item(item.id, cases=tuple(cases[runner.current :]), careful=True))
+        batches = [(rest, False)] if rest else []
+        if runner.careful:
+            if batches:
+                self.queue.resubmit.remote(batches)
         else:
-            self.resubmitted.appendleft(_Batch(batch.cases[batch.current :], careful=True))
+            self.queue.lost.remote(runner.id, None if item is None else item.id, batches)
+        self.top_up()
+
+    def top_up(self) -> None:
+        """One runner per CPU (unless split cases have the CPUs)."""
+        if not self.paused:
+            for _ in range(self.d.workers - sum(not r.careful for r in self.runners.values())):
+                self.start_runner()
+
+    def start_careful(self, item: Item) -> None:
+        generator = _careful.options(runtime_env=self.env).remote(item, self.d.suite, self.d.budget, self.d.selection)
+        self.runners[generator] = _Runner(self.next_runner, since=time.monotonic(), careful=True)
+        self.next_runner += 1
+
+    def start_split(self, case: CaseInfo) -> None:
+        """Start a coordinator for ``case``; runners stop as they finish their items, so that the
+        chunks (cut for every worker of the cluster) get the CPUs."""
+        generator = self.split_task.remote(self.d.suite, case.id, case.fingerprint, self.d.split_budget)
+        self.splits[generator] = _Split(case)
+        if not self.paused:
+            self.paused = True
+            self.queue.pause.remote(True)
+
+    def resume(self) -> None:
+        """No split case left: runners again, one per CPU."""
+        if self.paused and not self.splits:
+            self.paused = False
+            self.queue.pause.remote(False)
+            self.top_up()
+
+    def receive_split(self, generator: ray.ObjectRefGenerator) -> None:
+        split = self.splits[generator]
+        try:
+            message = ray.get(next(generator))
+        except StopIteration:
+            del self.splits[generator]
+            return
+        except RayError as e:
+            del self.splits[generator]
+            self.sink.emit([CaseRecord(split.case.id, ERROR, f"the split case stopped: {e}", 0.0, 1)])
+            return
+        if message is None:
+            split.since = time.monotonic()
+            return
+        outcome, tasks = message
+        self.sink.emit([to_record(split.case, outcome, tasks)])
 
     def enforce_timeouts(self, now: float) -> None:
         if self.d.timeout is None:
             return
-        for generator, batch in list(self.running.items()):
-            if batch.since is not None and now - batch.since > self.d.timeout:
+        for generator, runner in list(self.runners.items()):
+            if runner.item is not None and now - runner.since > self.d.timeout:
                 ray.cancel(generator, force=True)
-                del self.running[generator]
-                case = batch.cases[batch.current]
-                self.stopped(batch, timeout_record(case, self.d.timeout, now - batch.since, tasks=1))
+                del self.runners[generator]
+                self.lost(runner, "", timed_out=now - runner.since)
+        for generator, split in list(self.splits.items()):
+            if split.since is not None and now - split.since > self.d.timeout:
+                ray.cancel(generator, force=True, recursive=True)  # its chunks too
+                del self.splits[generator]
+                self.sink.emit([timeout_record(split.case, self.d.timeout, now - split.since, tasks=1)])

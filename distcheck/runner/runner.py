@@ -1,22 +1,28 @@
-"""The suite runner: enumerate a suite's cases, dispatch them (serially or on Ray), collect a
+"""The suite runner: enumerate a suite's work, dispatch it (serially or on Ray), collect a
 record per case as it finishes, and hand the records to a listener (progress, reports).
 
-Cases the suite does not run (skipped, xfail) are recorded as they are enumerated; runnable
-ones go to the dispatcher, which starts on the first while later ones are still enumerated.
+The driver enumerates *groups* (an op in a dtype) from the suite's metadata; the dispatcher has
+each group listed where its cases run (a worker) and reports the listing back (the
+:class:`Sink`). Cases the suite does not run (skipped, xfail) are recorded as they are
+enumerated or listed. A suite without groups (or a run limited to its first N cases) is
+enumerated case by case on the driver. Dispatch starts with the first group while later ones
+are still being enumerated.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
+from distcheck.runner.durations import COSTLY, CostlyRule, Durations
 from distcheck.runner.records import BAD, VERDICTS, CaseRecord
-from distcheck.suites.base import RUN, CaseInfo, Selection, Suite
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, enumerate_cases, is_grouped
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
@@ -29,7 +35,8 @@ class RunOptions:
     only; ``split_seconds``: on Ray, a case estimated above this much work runs in Jacobian
     chunks over every worker, if its Jacobians take at most ``split_max_mb`` (larger ones cost
     mostly whole-Jacobian work that one process does anyway); ``batch_size``: cases per Ray
-    task (None: by mode)."""
+    task (None: by mode); ``durations``: recorded seconds per case (a previous run's), to
+    dispatch the longest work first."""
 
     serial: bool = False
     address: str | None = None
@@ -39,6 +46,7 @@ class RunOptions:
     split_seconds: float = 4.0
     split_max_mb: float = 256.0
     batch_size: int | None = None
+    durations: Durations | None = None
 
     def budget(self, split: bool) -> Budget:
         max_mb = default_max_jacobian_mb() if self.max_jacobian_mb is None else self.max_jacobian_mb
@@ -55,6 +63,7 @@ class RunResult:
     workers: int
     seconds: float = 0.0
     records: list[CaseRecord] = field(default_factory=list)
+    first_dispatch: float | None = None  # seconds from the run's start to its first task (on Ray)
 
     @property
     def failed(self) -> bool:
@@ -85,60 +94,116 @@ class Listener:
         """The run is over."""
 
 
+class Sink(Protocol):
+    """Where a dispatcher sends what it learns: the listing of a group (its cases, runnable or
+    decided while listing) and the records of finished cases (a list per message: the driver's
+    work is per batch)."""
+
+    def listed(self, group: GroupInfo, cases: list[CaseInfo]) -> None: ...
+
+    def emit(self, records: list[CaseRecord]) -> None: ...
+
+
 class Dispatcher(Protocol):
-    """Runs cases somewhere and emits a record per case (one file per dispatcher)."""
+    """Runs cases somewhere and emits a record per case (one file per dispatcher). ``items``:
+    groups to list and runnable cases listed already, as :func:`work` yields them."""
 
     name: str
 
     @property
     def workers(self) -> int: ...
 
-    def run(self, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]) -> None: ...
+    def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None: ...
 
 
 def select(suite: Suite, selection: Selection, max_cases: int | None = None) -> Iterator[CaseInfo]:
-    """The suite's selected cases, the first ``max_cases`` of them if given."""
-    cases = suite.cases(selection)
+    """The suite's selected cases (all listed in this process), the first ``max_cases`` of them
+    if given."""
+    cases = enumerate_cases(suite, selection) if is_grouped(suite) else suite.cases(selection)
     return cases if max_cases is None else itertools.islice(cases, max_cases)
 
 
-def make_dispatcher(suite: Suite, options: RunOptions) -> Dispatcher:
+def work(suite: Suite, selection: Selection, max_cases: int | None = None) -> Iterator[GroupInfo | CaseInfo]:
+    """What a run enumerates on the driver: the suite's groups and the cases decided without
+    running — or, for a suite without groups or the first ``max_cases`` cases, every case."""
+    if max_cases is None and is_grouped(suite):
+        return suite.groups(selection)
+    return select(suite, selection, max_cases)
+
+
+def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> Dispatcher:
     if options.serial:
         from distcheck.runner.serial import SerialDispatcher
 
-        return SerialDispatcher(suite, options.budget(split=False), options.timeout)
+        return SerialDispatcher(suite, options.budget(split=False), options.timeout, selection)
     from distcheck.runner.ray_dispatch import RayDispatcher
 
-    batch = options.batch_size or (SLOW_BATCH if suite.mode == "slow" else FAST_BATCH)
-    return RayDispatcher(suite, options.budget(split=True), options.timeout, options.address, batch)
+    slow = suite.mode == "slow"
+    return RayDispatcher(
+        suite,
+        options.budget(split=True),
+        options.timeout,
+        options.address,
+        options.batch_size or (SLOW_BATCH if slow else FAST_BATCH),
+        selection,
+        CostlyRule(min_cost=COSTLY if slow else None),
+        options.durations,
+    )
 
 
 class _Collector:
-    """Records by case, from any thread, in enumeration order at the end."""
+    """The run's :class:`Sink`: records by case, from any thread, in enumeration order at the end
+    (groups in the order enumerated, each group's cases in the order listed)."""
 
     def __init__(self, listener: Listener):
         self.listener = listener
-        self.order: dict[str, int] = {}
+        self.order: dict[str, tuple[int, int]] = {}
+        self.groups: dict[tuple[str, str], int] = {}  # group key -> its place in the enumeration
+        self.unlisted = 0  # groups enumerated whose listing has not arrived
+        self.listed_groups: set[tuple[str, str]] = set()
+        self.enumerating = True
         self.records: dict[str, CaseRecord] = {}
         self.lock = threading.Lock()
 
-    def enumerate(self, cases: Iterator[CaseInfo]) -> Iterator[CaseInfo]:
-        """The runnable cases of ``cases``; the others are recorded on the way."""
-        for case in cases:
+    def enumerate(self, items: Iterator[GroupInfo | CaseInfo]) -> Iterator[GroupInfo | CaseInfo]:
+        """The groups and runnable cases of ``items``; the other cases are recorded on the way."""
+        for place, item in enumerate(items):
             with self.lock:
-                self.order[case.key] = len(self.order)
-                self.listener.enumerated(len(self.order), complete=False)
-            if case.status == RUN:
-                yield case
+                if isinstance(item, GroupInfo):
+                    self.groups[item.key] = place
+                    self.unlisted += 1
+                else:
+                    self.order[item.key] = (place, 0)
+                self._tell()
+            if isinstance(item, GroupInfo) or item.status == RUN:
+                yield item
             else:
-                self.emit(CaseRecord(case.id, case.status, case.reason))
+                self.emit([CaseRecord(item.id, item.status, item.reason)])
         with self.lock:
-            self.listener.enumerated(len(self.order), complete=True)
+            self.enumerating = False
+            self._tell()
 
-    def emit(self, record: CaseRecord) -> None:
+    def _tell(self) -> None:
+        self.listener.enumerated(len(self.order), complete=not self.enumerating and not self.unlisted)
+
+    def listed(self, group: GroupInfo, cases: list[CaseInfo]) -> None:
         with self.lock:
-            self.records[record.id] = record
-            self.listener.recorded(record)
+            place = self.groups[group.key]
+            for k, case in enumerate(cases, 1):
+                self.order[case.key] = (place, k)
+            if group.key not in self.listed_groups:  # not a group listed again (after a lost worker)
+                self.listed_groups.add(group.key)
+                self.unlisted -= 1
+            self._tell()
+        decided = [CaseRecord(case.id, case.status, case.reason) for case in cases if case.status != RUN]
+        if decided:
+            self.emit(decided)
+
+    def emit(self, records: list[CaseRecord]) -> None:
+        with self.lock:
+            for record in records:
+                self.records[record.id] = record
+                self.listener.recorded(record)
 
     def in_order(self) -> list[CaseRecord]:
         return sorted(self.records.values(), key=lambda r: self.order[r.id])
@@ -154,15 +219,23 @@ def run_suite(
     options = options or RunOptions()
     listener = listener or Listener()
     start = time.perf_counter()
-    cases = select(suite, selection, options.max_cases)
-    first = next(cases, None)  # unknown names raise here, in this thread
-    dispatcher = make_dispatcher(suite, options)
+    items = work(suite, selection, options.max_cases)
+    first = next(items, None)  # unknown names raise here, in this thread
+    dispatcher = make_dispatcher(suite, options, selection)
     result = RunResult(suite.name, suite.mode, dispatcher.name, dispatcher.workers)
     listener.started(result)
     collector = _Collector(listener)
-    everything = itertools.chain([first] if first is not None else [], cases)
-    dispatcher.run(collector.enumerate(everything), collector.emit)
+    everything = itertools.chain([first] if first is not None else [], items)
+    # What is alive now (the suite's database, the libraries: ~400,000 objects for op_db) stays
+    # alive during the run: out of the garbage collector's sight, a full collection is not 0.2 s.
+    gc.freeze()
+    try:
+        dispatcher.run(collector.enumerate(everything), collector)
+    finally:
+        gc.unfreeze()
     result.records = collector.in_order()
     result.seconds = time.perf_counter() - start
+    first_dispatch = getattr(dispatcher, "first_dispatch", None)
+    result.first_dispatch = None if first_dispatch is None else first_dispatch - start
     listener.finished(result)
     return result

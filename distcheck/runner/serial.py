@@ -13,12 +13,15 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import run_case, timeout_record, to_record
-from distcheck.runner.records import CaseRecord
-from distcheck.suites.base import CaseInfo, Suite
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite
+
+if TYPE_CHECKING:
+    from distcheck.runner.runner import Sink
 
 
 class CaseTimeout(BaseException):
@@ -50,16 +53,27 @@ class SerialDispatcher:
     name = "serial"
     workers = 1
 
-    def __init__(self, suite: Suite, budget: Budget, timeout: float | None):
+    def __init__(self, suite: Suite, budget: Budget, timeout: float | None, selection: Selection | None = None):
         self.suite, self.budget, self.timeout = suite, budget, timeout
+        self.selection = selection or Selection()
 
-    def run(self, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]) -> None:
-        for info in cases:
-            start = time.perf_counter()
-            try:
-                with alarm(self.timeout):
-                    outcome = run_case(self.suite, info.id, info.fingerprint, self.budget)
-            except CaseTimeout:
-                emit(timeout_record(info, self.timeout, time.perf_counter() - start, tasks=1))
-                continue
-            emit(to_record(info, outcome, tasks=1))
+    def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
+        for item in items:
+            if isinstance(item, GroupInfo):
+                listing = self.suite.list_group(item, self.selection)
+                sink.listed(item, listing)
+                for info in listing:
+                    if info.status == RUN:
+                        self.run_one(info, sink)
+            else:
+                self.run_one(item, sink)
+
+    def run_one(self, info: CaseInfo, sink: Sink) -> None:
+        start = time.perf_counter()
+        try:
+            with alarm(self.timeout):
+                outcome = run_case(self.suite, info.id, info.fingerprint, self.budget)
+        except CaseTimeout:
+            sink.emit([timeout_record(info, self.timeout, time.perf_counter() - start, tasks=1)])
+            return
+        sink.emit([to_record(info, outcome, tasks=1)])

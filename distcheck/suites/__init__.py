@@ -16,9 +16,12 @@ from distcheck.suites.base import (
     CaseInfo,
     CheckCall,
     ExpectedError,
+    GroupInfo,
     Selection,
     Suite,
     UsageError,
+    enumerate_cases,
+    is_grouped,
 )
 
 _SUITES = {
@@ -34,10 +37,13 @@ __all__ = [
     "CaseInfo",
     "CheckCall",
     "ExpectedError",
+    "GroupInfo",
     "Selection",
     "Suite",
     "UsageError",
+    "enumerate_cases",
     "get_suite",
+    "is_grouped",
     "suite_names",
 ]
 

@@ -7,12 +7,14 @@ A **case** is one operator × one sample × one dtype × one check kind, named b
 A test the suite does not run at all (skipped or expected to fail, as a whole) is one case
 without a sample part: ``torch-opinfo::cov::float64::grad``.
 
-Enumeration (:meth:`Suite.cases`) is cheap and lazy, op by op, so that a runner can dispatch the
-first cases while later ones are still being enumerated. Each runnable case carries the
-fingerprint of its inputs; a worker rebuilds the case from its id alone (:meth:`Suite.build`,
+Enumeration comes in two steps, so that the driver of a run never generates a sample:
+:meth:`Suite.groups` names the **groups** (an op in a dtype) from metadata alone, with the
+cases decided without running (skipped, xfail); :meth:`Suite.list_group` lists a group's
+runnable cases — generating its samples, fingerprinting them — where the group's cases will
+run (a worker). A worker rebuilds any case from its id alone (:meth:`Suite.build`,
 deterministic seeding: no tensors travel with a task) and the runner compares the rebuilt
-inputs' fingerprint with the enumerated one, so that a worker never silently checks other
-numbers.
+inputs' fingerprint with the listed one, so that a worker never silently checks other numbers.
+A suite without ``groups`` / ``list_group`` is enumerated whole by :meth:`Suite.cases`.
 """
 
 from __future__ import annotations
@@ -95,6 +97,26 @@ class CaseInfo:
 
 
 @dataclass(frozen=True)
+class GroupInfo:
+    """One op in one dtype of a suite: the unit in which cases are listed (a worker lists a
+    group's samples, fingerprints and cost hints, then runs its cases). ``checks``: the check
+    kinds to list (those the suite runs for this op and dtype)."""
+
+    suite: str
+    op: str
+    dtype: str
+    checks: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """As :attr:`CaseInfo.group` of its cases."""
+        return self.op, self.dtype
+
+    def __str__(self) -> str:
+        return SEPARATOR.join((self.suite, self.op, self.dtype))
+
+
+@dataclass(frozen=True)
 class Selection:
     """Which cases to enumerate: check kinds, dtypes and op names (None: all), and a substring
     the case id must contain."""
@@ -168,3 +190,30 @@ class Suite(Protocol):
 
     def build(self, case: CaseId) -> BuiltCase:
         """Rebuild a runnable case from its id, deterministically."""
+
+
+class GroupedSuite(Suite, Protocol):
+    """A suite that can be enumerated on workers (both methods, or neither)."""
+
+    def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:
+        """Cheap, from metadata only (never generates a sample): a :class:`GroupInfo` per op
+        and dtype with cases to list, and a :class:`CaseInfo` for every case decided without
+        running (skipped, xfail). Raises :class:`UsageError` for names the suite does not know."""
+
+    def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
+        """The group's selected cases, in order: runnable ones with their fingerprints and cost
+        hints, and any decided while listing (e.g. ``error`` if its samples cannot be made)."""
+
+
+def is_grouped(suite: Suite) -> bool:
+    return callable(getattr(suite, "groups", None)) and callable(getattr(suite, "list_group", None))
+
+
+def enumerate_cases(suite: Suite, selection: Selection) -> Iterator[CaseInfo]:
+    """Every selected case of a grouped suite, listed in this process (what ``cases`` of a
+    grouped suite can return)."""
+    for item in suite.groups(selection):
+        if isinstance(item, GroupInfo):
+            yield from suite.list_group(item, selection)
+        else:
+            yield item

@@ -5,23 +5,26 @@
   seconds in Python; ``block``: the odd sample (``odd``, 0 unless told) blocks in a C call
   (libc ``sleep``) that only killing the process interrupts, the other samples pass; ``die``:
   the odd sample ends the process that runs it (as a crash in C would); ``drag``: every evaluation takes
-  0.2 s (a case worth splitting, too slow to finish); ``mismatch``: the
+  0.2 s (a case worth splitting, too slow to finish; with ``marks``, a folder, each evaluation
+  leaves a file there); ``mismatch``: the
   rebuilt inputs differ from the enumerated ones (another fingerprint); ``hashseed``: the
   rebuilt inputs match only in a process with PYTHONHASHSEED=0 (as samples that iterate over
   sets of strings); ``nobuild``:
-  rebuilding fails; ``skipped`` / ``xfail``: not run.
+  rebuilding fails; ``nolist``: listing the group fails; ``dielist``: listing the group ends the
+  process; ``skipped`` / ``xfail``: not run.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import time
 from collections.abc import Iterator
 
 import torch
 
-from distcheck.suites.base import RUN, BuiltCase, CaseId, CaseInfo, CheckCall, Selection
+from distcheck.suites.base import RUN, BuiltCase, CaseId, CaseInfo, CheckCall, GroupInfo, Selection, enumerate_cases
 
 SLEEP = 30.0
 OPS = ("sin", "big", "drag", "wrong", "crash", "sleep", "block", "die", "mismatch", "nobuild", "skipped", "xfail")
@@ -52,7 +55,10 @@ def _die(x):
     os._exit(3)
 
 
-def _drag(x):
+def _drag(x, marks: str | None = None):
+    if marks is not None:  # leave a trace of every evaluation
+        with open(os.path.join(marks, f"{os.getpid()}-{time.monotonic_ns()}"), "w"):
+            pass
     time.sleep(0.2)
     return x.sin()
 
@@ -77,22 +83,35 @@ class FakeSuite:
     name = "fake"
     engine = "torch"
 
-    def __init__(self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1, odd: int = 0):
-        self.mode, self.ops, self.samples, self.odd = mode, ops, samples, odd
+    def __init__(
+        self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1, odd: int = 0, marks: str | None = None
+    ):
+        self.mode, self.ops, self.samples, self.odd, self.marks = mode, ops, samples, odd, marks
 
     def prepare(self) -> None:
         pass
 
     def cases(self, selection: Selection) -> Iterator[CaseInfo]:
+        return enumerate_cases(self, selection)
+
+    def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:
         for op in selection.ops or self.ops:
-            for check in selection.checks:
-                if op in ("skipped", "xfail"):
+            if op in ("skipped", "xfail"):
+                for check in selection.checks:
                     yield CaseInfo(CaseId(self.name, op, "float64", check), op, f"{op} on purpose")
-                    continue
-                for k in range(self.samples):
-                    case = CaseId(self.name, op, "float64", check, k)
-                    if selection.wants(case):
-                        yield CaseInfo(case, RUN, "", "fp-hashseed0" if op == "hashseed" else f"fp-{op}")
+            else:
+                yield GroupInfo(self.name, op, "float64", selection.checks)
+
+    def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
+        if group.op == "nolist":
+            raise RuntimeError("no samples today")
+        if group.op == "dielist":
+            os._exit(3)
+        fingerprint = "fp-hashseed0" if group.op == "hashseed" else f"fp-{group.op}"
+        cases = (
+            CaseId(self.name, group.op, "float64", check, k) for check in group.checks for k in range(self.samples)
+        )
+        return [CaseInfo(case, RUN, "", fingerprint) for case in cases if selection.wants(case)]
 
     def build(self, case: CaseId) -> BuiltCase:
         if case.op == "nobuild":
@@ -100,9 +119,23 @@ class FakeSuite:
         size = {"big": 3000, "drag": 50}.get(case.op, 4)
         x = torch.linspace(0.1, 0.9, size, dtype=torch.float64).requires_grad_()
         func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
+        if case.op == "drag" and self.marks is not None:
+            func = functools.partial(_drag, marks=self.marks)
         calls = (
             CheckCall("gradcheck" if case.check == "grad" else "gradgradcheck", {"fast_mode": self.mode == "fast"}),
         )
         rebuilt = {"mismatch": "fp-other", "hashseed": f"fp-hashseed{os.environ.get('PYTHONHASHSEED')}"}
         rebuilt = rebuilt.get(case.op, f"fp-{case.op}")
         return BuiltCase(case, func, (x,), calls, rebuilt)
+
+
+class UngroupedFakeSuite(FakeSuite):
+    """The fake suite without groups: enumerated case by case on the driver."""
+
+    name = "fake"
+    groups = None
+    list_group = None
+
+    def cases(self, selection: Selection) -> Iterator[CaseInfo]:
+        for item in FakeSuite.groups(self, selection):
+            yield from FakeSuite.list_group(self, item, selection) if isinstance(item, GroupInfo) else [item]

@@ -1,4 +1,5 @@
-"""The feed: cases enumerated in the background, handed out in batches of one group."""
+"""The work queue (resubmitted work, costly cases, groups, listed cases in batches of one group;
+who holds what; pausing) and the enumeration thread (longest first with durations)."""
 
 from __future__ import annotations
 
@@ -6,41 +7,144 @@ import time
 
 import pytest
 
-from distcheck.runner.feed import Feed
-from distcheck.suites import CaseId, CaseInfo, UsageError
+from distcheck.runner.durations import CostlyRule, Durations, load_durations
+from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
+from distcheck.suites import CaseId, CaseInfo, GroupInfo, UsageError
 
 
 def _case(op: str, sample: int, cost: int = 0) -> CaseInfo:
     return CaseInfo(CaseId("s", op, "float64", "grad", sample), fingerprint="fp", cost=cost)
 
 
-def _drain(feed: Feed, size: int) -> list[list[str]]:
-    batches = []
-    deadline = time.monotonic() + 10
-    while not feed.done and time.monotonic() < deadline:
-        batch = feed.batch(size, wait=0.05)
-        if batch:
-            batches.append([f"{c.id.op}{c.id.sample}" for c in batch])
-    return batches
+def _group(op: str) -> GroupInfo:
+    return GroupInfo("s", op, "float64", ("grad",))
+
+
+def _name(item) -> str | list[str]:
+    if item is None or item == WAIT:
+        return item
+    if item.group is not None:
+        return f"group {item.group.op}"
+    return [f"{c.id.op}{c.id.sample}" for c in item.cases]
+
+
+def _queue(rule: CostlyRule | None = None, size: int = 3) -> WorkQueue:
+    rule = rule or CostlyRule()
+    return WorkQueue(rule.weight, size, lambda group: rule)
+
+
+def _drain(queue: WorkQueue, runner: int = 0) -> list:
+    handed, finished = [], None
+    while (item := queue.take(runner, finished)) not in (None, WAIT):
+        handed.append(_name(item))
+        finished = item.id
+    return handed
 
 
 def test_batches_hold_one_group_and_costly_cases_go_first():
-    cases = [_case("a", k) for k in range(5)] + [_case("b", 0), _case("b", 1, cost=5000), _case("c", 0)]
-    feed = Feed(iter(cases), costly=1000)
-    time.sleep(0.2)
-    assert feed.enumerated and not feed.done
-    assert _drain(feed, size=3) == [["b1"], ["a0", "a1", "a2"], ["a3", "a4"], ["b0"], ["c0"]]
+    queue = _queue()
+    queue.put([_case("a", k) for k in range(5)] + [_case("b", 0), _case("b", 1, cost=5000), _case("c", 0)])
+    queue.close()
+    assert _drain(queue) == [["b1"], ["a0", "a1", "a2"], ["a3", "a4"], ["b0"], ["c0"]]
+    assert queue.take(0) is None and queue.idle()
 
 
 def test_without_a_cost_threshold_order_is_kept():
-    cases = [_case("a", 0), _case("a", 1, cost=5000)]
-    assert _drain(Feed(iter(cases)), size=8) == [["a0", "a1"]]
+    queue = _queue(CostlyRule(min_cost=None), size=8)
+    queue.put([_case("a", 0), _case("a", 1, cost=5000)])
+    assert _drain(queue) == [["a0", "a1"]]
+
+
+def test_resubmitted_then_costly_then_groups_then_listed():
+    queue = _queue(size=4)
+    queue.put([_group("g"), _group("h"), _case("a", 0)])
+    assert _name(queue.take(0)) == "group g"
+    queue.put([_case("g", 0), _case("g", 1, cost=2000), _case("g", 2, cost=9000), _case("g", 3)])
+    queue.resubmit([([_case("z", 0), _case("z", 1)], True)])
+    items = [queue.take(0) for _ in range(4)]
+    assert [_name(item) for item in items] == [["z0", "z1"], ["g2"], ["g1"], "group h"]
+    assert items[0].careful and not items[1].careful
+    assert _drain(queue) == [["a0"], ["g0", "g3"]]
+
+
+def test_runners_wait_while_others_hold_work_and_stop_when_all_is_done():
+    queue = _queue()
+    queue.put([_group("g")])
+    queue.close()
+    group = queue.take(0)
+    assert queue.take(1) == WAIT  # runner 0 may still put the rest of its group back
+    queue.put([_case("g", 5)])
+    assert _name(queue.take(1)) == ["g5"]
+    assert queue.take(0, finished=group.id) == WAIT  # runner 1 still holds g5
+    (held,) = queue._held
+    assert queue.take(1, finished=held) is None
+
+
+def test_the_work_of_a_lost_runner_goes_out_again():
+    queue = _queue()
+    queue.put([_group("g"), _case("a", 0), _case("a", 1)])
+    known = queue.take(7)
+    taken = queue.take(7)  # taken, but the driver never heard it started
+    assert _name(taken) == ["a0", "a1"]
+    queue.lost(7, known.id, [([_case("g", 1)], True)])
+    assert [_name(queue.take(1)) for _ in range(2)] == [["g1"], ["a0", "a1"]]
+
+
+def test_paused_runners_stop_and_resume_takes_work_again():
+    queue = _queue()
+    queue.put([_case("a", 0)])
+    queue.pause(True)
+    assert queue.take(0) is None
+    queue.pause(False)
+    assert _name(queue.take(0)) == ["a0"]
+
+
+def test_durations_order_groups_longest_first(tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text(
+        '{"summary": {}, "cases": ['
+        '{"id": "s::g::float64::sample0::grad", "seconds": 0.5},'
+        '{"id": "s::h::float64::sample0::grad", "seconds": 3.0},'
+        '{"id": "s::h::float64::sample1::grad", "seconds": 9.0}]}'
+    )
+    durations = load_durations(str(tmp_path))  # a run folder holding report.json
+    assert len(durations) == 3 and durations.group_seconds(_group("h")) == 12.0
+    enumeration = Enumeration(iter([_group("g"), _case("x", 0), _group("h")]), durations.group_seconds)
+    taken = []
+    deadline = time.monotonic() + 10
+    while not enumeration.over and time.monotonic() < deadline:
+        taken += enumeration.take(wait=0.05)
+    assert [getattr(item, "op", None) or item.id.op for item in taken] == ["h", "g", "x"]
+    rule = durations.rule(CostlyRule(min_cost=None))
+    queue = WorkQueue(rule.weight, 4, lambda group: rule)
+    queue.put([_case("h", 0), _case("h", 1), _case("h", 2)])
+    assert _drain(queue) == [["h1"], ["h0"], ["h2"]]
+    assert durations.rule(CostlyRule(), _group("g")).durations == {"s::g::float64::sample0::grad": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("[1, 2]", "neither a distcheck report"), ("{", "is not JSON"), (None, "cannot read")],
+)
+def test_bad_durations_files_are_usage_errors(tmp_path, content, message):
+    path = tmp_path / "d.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(UsageError, match=message):
+        load_durations(str(path))
+
+
+def test_durations_ignore_ids_that_are_not_case_ids():
+    assert len(Durations({"nonsense": 1.0, "s::a::float64::sample0::grad": 2.0})) == 1
 
 
 def test_enumeration_errors_reach_the_dispatching_thread():
-    def cases():
+    def items():
         yield _case("a", 0)
         raise UsageError("unknown op 'z'")
 
+    enumeration = Enumeration(items())
     with pytest.raises(UsageError, match="unknown op"):
-        _drain(Feed(cases()), size=4)
+        deadline = time.monotonic() + 10
+        while not enumeration.over and time.monotonic() < deadline:
+            enumeration.take(wait=0.05)

@@ -17,7 +17,18 @@ import functools
 import hashlib
 from collections.abc import Iterator
 
-from distcheck.suites.base import CHECK_KINDS, ERROR, RUN, BuiltCase, CaseId, CaseInfo, Selection, UsageError
+from distcheck.suites.base import (
+    CHECK_KINDS,
+    ERROR,
+    RUN,
+    BuiltCase,
+    CaseId,
+    CaseInfo,
+    GroupInfo,
+    Selection,
+    UsageError,
+    enumerate_cases,
+)
 from distcheck.suites.torch_opinfo import samples
 from distcheck.suites.torch_opinfo.calls import (
     FORWARD_AD_UNSUPPORTED,
@@ -50,38 +61,52 @@ class TorchOpInfoSuite:
         op_table()
 
     def cases(self, selection: Selection) -> Iterator[CaseInfo]:
+        return enumerate_cases(self, selection)
+
+    def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:
+        """Per op with autograd and checked dtype: a group of the check kinds PyTorch runs, then
+        the kinds it skips or expects to fail, as cases (from OpInfo metadata only)."""
         unknown = [c for c in selection.checks if c not in CHECK_KINDS]
         if unknown:
             raise UsageError(f"unknown check kind {unknown[0]!r} (choose from {', '.join(CHECK_KINDS)})")
         dtypes = tuple(dtype_named(d) for d in selection.dtypes or DTYPES)
         ops = [op_named(name) for name in selection.ops] if selection.ops else list(op_table().values())
         for op in ops:
-            if has_autograd(op):
-                for dtype in checked_dtypes(op, dtypes):
-                    yield from self._group(op, dtype, selection)
+            if not has_autograd(op):
+                continue
+            for dtype in checked_dtypes(op, dtypes):
+                runs, decided = [], []
+                for check in (kind for kind in CHECK_KINDS if kind in selection.checks):
+                    status, reason = self.status(op, check, dtype)
+                    case = CaseId(self.name, op.full_name, dtype_name(dtype), check)
+                    if status == RUN:
+                        runs.append(check)
+                    elif selection.wants(case):
+                        decided.append(CaseInfo(case, status, reason))
+                if runs:
+                    yield GroupInfo(self.name, op.full_name, dtype_name(dtype), tuple(runs))
+                yield from decided
 
     def status(self, op, check: str, dtype) -> tuple[str, str]:
         """Whether the suite runs ``check`` of ``op`` in ``dtype``: ``(status, reason)``."""
         return pytorch_status(op, check, dtype)
 
-    def _group(self, op, dtype, selection: Selection) -> Iterator[CaseInfo]:
-        """The cases of one op in one dtype, check kind by check kind."""
-        listing: list[CaseInfo] | str | None = None  # per sample (of kind grad); a message if generation failed
-        for check in (kind for kind in CHECK_KINDS if kind in selection.checks):
-            status, reason = self.status(op, check, dtype)
-            if status == RUN and listing is None:
-                listing = self._listing(op, dtype)
-            if status == RUN and isinstance(listing, str):
-                status, reason = ERROR, listing
-            if status != RUN:
-                case = CaseId(self.name, op.full_name, dtype_name(dtype), check)
+    def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
+        """The group's cases, check kind by check kind, sample by sample; one ``error`` case
+        per check kind if the op's samples cannot be generated."""
+        listing = self._listing(op_named(group.op), dtype_named(group.dtype))
+        cases = []
+        for check in group.checks:
+            if isinstance(listing, str):
+                case = CaseId(self.name, group.op, group.dtype, check)
                 if selection.wants(case):
-                    yield CaseInfo(case, status, reason)
+                    cases.append(CaseInfo(case, ERROR, listing))
                 continue
             for listed in listing:
                 case = dataclasses.replace(listed.id, check=check)
                 if selection.wants(case):
-                    yield dataclasses.replace(listed, id=case)
+                    cases.append(dataclasses.replace(listed, id=case))
+        return cases
 
     def _listing(self, op, dtype) -> list[CaseInfo] | str:
         """Per sample, its runnable case (of check kind ``grad``) with its fingerprint and a cost
