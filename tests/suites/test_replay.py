@@ -124,7 +124,7 @@ def test_a_split_case_is_estimated_at_its_recorded_work_and_split(report, monkey
     assert built.inputs[0].size == columns and 2 * columns * pause == pytest.approx(0.6)
     monkeypatch.undo()
     estimated = estimate(built)
-    assert 0.6 <= estimated.seconds < 0.75  # 2 (columns + 1) evaluations, sleep overshoot
+    assert estimated.seconds >= 0.6  # 2 (columns + 1) evaluations of at least the pause each
     assert Budget(2**30, split_seconds=0.4).decide(estimated)[0] == SPLIT
     outcome = run_case(suite, case, built.fingerprint, Budget(2**30, split_seconds=0.4))
     assert outcome.verdict == "split"
