@@ -20,7 +20,10 @@ Case ids are the recorded ones (the suite takes the recorded suite's name), so t
 report, and ``--durations`` of the recorded run, line up with the recording case by case.
 Groups are the recording's op × dtype. Workers read the report themselves, once per process
 (the path travels, never the cases): the machines of a loopback cluster share the filesystem.
-``scale`` multiplies every recorded time (0.1: a ten times shorter replay).
+``scale`` multiplies every recorded time (0.1: a ten times shorter replay). With ``checks``
+off, a whole case that passed only sleeps its time (in ``build``) and makes no check call: on a
+loopback cluster of many workers on few cores, the checks' own CPU (about a millisecond per
+fast-mode check) would otherwise be what the replay measures.
 """
 
 from __future__ import annotations
@@ -192,6 +195,7 @@ class ReplaySuite:
     name: str
     mode: str
     scale: float = 1.0
+    checks: bool = True
     engine: str = "numpy"
 
     def recording(self) -> Recording:
@@ -236,6 +240,9 @@ class ReplaySuite:
             func = numpy_function(functools.partial(_paused_sum, pause), vjp=_sum_vjp)
             inputs = (np.linspace(0.1, 1.0, columns),)
             return BuiltCase(case, func, inputs, (CheckCall("gradcheck", {}),), recorded.fingerprint)
+        if not self.checks and recorded.verdict not in ("fail", "error"):
+            _sleep(recorded.seconds * self.scale)
+            return BuiltCase(case, _double, (np.array([0.5]),), (), recorded.fingerprint)
         return BuiltCase(
             case,
             _whole_function(recorded),
@@ -256,10 +263,11 @@ def _check_names(recording: Recording, selection: Selection) -> None:
         raise UsageError(f"op {missing[0]!r} is not in the recording")
 
 
-def replay_suite(path: str, scale: float = 1.0) -> ReplaySuite:
-    """The replay of the JSON report at ``path``, every recorded time multiplied by ``scale``.
+def replay_suite(path: str, scale: float = 1.0, checks: bool = True) -> ReplaySuite:
+    """The replay of the JSON report at ``path``, every recorded time multiplied by ``scale``
+    (``checks``: see the module's docstring).
     Raises :class:`UsageError` for a file that is not a readable report, or a scale ≤ 0."""
     if not scale > 0:
         raise UsageError(f"the replay's scale must be positive, got {scale}")
     recording = load(path)
-    return ReplaySuite(path, recording.suite, recording.mode, scale)
+    return ReplaySuite(path, recording.suite, recording.mode, scale, checks)

@@ -155,3 +155,14 @@ def test_a_replay_worker_never_imports_torch(report):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["pass", "False"]
+
+
+def test_without_checks_a_passing_whole_case_only_sleeps(report, monkeypatch):
+    slept = []
+    monkeypatch.setattr("distcheck.suites.replay.time.sleep", slept.append)
+    suite = replay_suite(report, scale=0.01, checks=False)
+    result = run_suite(suite, Selection(ops=("add",)), RunOptions(serial=True, timeout=None))
+    assert [r.verdict for r in result.records] == ["pass", "fail", "error"]
+    assert suite.build(CaseId(SUITE, "add", "float64", "grad", 0)).calls == ()
+    assert len(suite.build(CaseId(SUITE, "add", "float64", "grad", 1)).calls) == 1  # fail: a real check
+    assert sorted(slept) == [0.003, 0.003, 0.003, 0.003]  # 3 cases run, and one build above
