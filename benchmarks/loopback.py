@@ -60,10 +60,13 @@ def processes_of(groups: list[int], marker: str) -> set[int]:
     """The live processes of ``groups``, those whose command line names ``marker``, and their
     descendants (Ray workers have process groups of their own and rename themselves)."""
     table = _table()
-    found = {pid for pid, (_, group, command) in table.items() if group in groups or marker in command}
-    found.discard(os.getpid())
+    ours, pid = set(), os.getpid()  # never this process nor its ancestors
+    while pid in table and pid not in ours:
+        ours.add(pid)
+        pid = table[pid][0]
+    found = {pid for pid, (_, group, command) in table.items() if group in groups or marker in command} - ours
     while True:
-        children = {pid for pid, (parent, _, _) in table.items() if parent in found} - found
+        children = {pid for pid, (parent, _, _) in table.items() if parent in found} - found - ours
         if not children:
             return found
         found |= children
@@ -121,7 +124,8 @@ class LoopbackCluster:
         for index in range(self.nodes):
             self._start_node(index)
         self.started = time.perf_counter() - begin
-        self.log(f"loopback cluster: {self.nodes} nodes x {self.cpus} CPUs at {self.address} ({self.started:.1f} s)")
+        where = f"{self.address}, temp dir {self.root}"
+        self.log(f"loopback cluster: {self.nodes} nodes x {self.cpus} CPUs at {where} ({self.started:.1f} s)")
         return self
 
     def processes(self) -> set[int]:
