@@ -16,6 +16,7 @@ class Calibration:
     """Seconds unless said; see ``calibration.json`` for each one's source."""
 
     task_overhead: float = 0.0008
+    case_overhead: float = 0.0
     driver_submit: float = 0.0001
     driver_per_case: float = 0.00002
     driver_per_message: float = 0.0002

@@ -10,7 +10,8 @@
   submitted when that queue is empty; a batch lands on a worker that has not got its group's
   samples: it lists them again;
 - Ray's queue is first come, first served over the P worker slots; a task costs
-  ``task_overhead`` on its slot; tasks report every ``report_every`` seconds and at the end;
+  ``task_overhead`` on its slot, a case ``case_overhead`` beyond its recorded time; tasks report
+  every ``report_every`` seconds and at the end;
 - a **split case** takes its estimate (``estimate_evaluations`` evaluations) on its slot, comes
   back ``split``; the driver submits a coordinator (off the slots) that plans
   (``planning_evaluations``), puts its chunks at the back of Ray's queue (about ``chunk_rounds``
@@ -243,8 +244,9 @@ class Model:
                 self.s.overhead += seconds
                 splits.append(case)
             else:
-                seconds = case.seconds
-                self.s.work += seconds
+                seconds = case.seconds + self.c.case_overhead
+                self.s.work += case.seconds
+                self.s.overhead += self.c.case_overhead
                 records += 1
             t += seconds
             last = k == len(cases) - 1
