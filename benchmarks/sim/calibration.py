@@ -32,6 +32,7 @@ class Calibration:
     batch_slow: int = 16
     batch_seconds: float = 0.0
     window_per_worker: int = 2
+    group_share: int = 2
     costly_columns: int = 1000
     costly_seconds: float = 1.0
     split_seconds: float = 4.0

@@ -4,11 +4,12 @@
   submits costs it CPU (calibrated), and what follows from a message happens when it is done;
 - it enumerates the groups (longest first with durations, else in suite order) and keeps a
   window of ``window_per_worker × P`` group and batch tasks submitted;
-- a **group task** lists its group (``listing_per_case`` per case) and runs the first ``batch``
-  cases; its listing message makes the driver queue the rest: costly cases one per task at the
-  front (longest first), the others in batches of ``batch`` at the back; new group tasks are
-  submitted when that queue is empty; a batch lands on a worker that has not got its group's
-  samples: it lists them again;
+- a **group task** lists its group (``listing_per_case`` per case) and runs its plain (not
+  costly) cases: all if they fill at most ``group_share`` batches, else the first batch; its
+  listing message makes the driver queue the rest: costly cases one per task (recorded ≥
+  ``costly_seconds`` with durations, else in slow mode ``costly_columns`` input elements) ahead
+  of everything, longest first, the other cases in batches of ``batch`` behind the groups not
+  listed yet; a batch that lands on a worker without its group's samples lists them again;
 - Ray's queue is first come, first served over the P worker slots; a task costs
   ``task_overhead`` on its slot, a case ``case_overhead`` beyond its recorded time; tasks report
   every ``report_every`` seconds and at the end;
@@ -122,6 +123,8 @@ class Model:
             time, _, action, args = heapq.heappop(self._events)
             self.s.end = max(self.s.end, time)
             action(time, *args)
+        if abs(self.s.work - self.w.total) > 1e-6 * max(1.0, self.w.total):
+            raise RuntimeError(f"the model stalled: {self.s.work:.6g} of {self.w.total:.6g} s of work done")
         wall = max(self.s.end, self.s.driver_free)
         tail = sum(wall - end for end in self.last_end)
         starved = self.p * wall - self.s.work - self.s.overhead - tail
@@ -138,14 +141,15 @@ class Model:
 
     # -- the driver ------------------------------------------------------------------------
     def next_task(self) -> _Task | None:
+        """As the dispatcher's feed: a costly case alone, else a group to list, else a batch."""
         if self.s.costly:
             _, _, group, case = heapq.heappop(self.s.costly)
             return _Task(BATCH, group, (case,))
-        if self.s.batches:
-            return self.s.batches.popleft()
         if self.groups:
             group = self.groups.popleft()
-            return _Task(GROUP, group, self.first_batch(self.w.groups[group].cases))
+            return _Task(GROUP, group, self.share(self.w.groups[group].cases))
+        if self.s.batches:
+            return self.s.batches.popleft()
         return None
 
     def fill(self, t: float) -> None:
@@ -158,8 +162,11 @@ class Model:
             self.at(t, self.enqueue, [task])
 
     def costly(self, case: Case) -> bool:
-        slow = self.w.mode == "slow" and (case.split or case.columns >= self.c.costly_columns)
-        return slow or (self.durations and case.seconds >= self.c.costly_seconds)
+        """Goes alone: recorded at least ``costly_seconds`` (with durations), else (slow mode) a
+        cost hint of at least ``costly_columns`` input elements."""
+        if self.durations:
+            return case.seconds >= self.c.costly_seconds
+        return self.w.mode == "slow" and case.columns >= self.c.costly_columns
 
     def full(self, batch: list[Case]) -> bool:
         """A batch is full at ``batch`` cases, or (with durations and ``batch_seconds``) at that
@@ -167,22 +174,30 @@ class Model:
         long = self.durations and self.c.batch_seconds > 0 and sum(c.seconds for c in batch) >= self.c.batch_seconds
         return len(batch) >= self.batch or long
 
-    def first_batch(self, cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    def share(self, cases: tuple[Case, ...]) -> tuple[Case, ...]:
+        """The cases the worker that lists a group runs: those not costly, all of them if they
+        fill at most ``group_share`` batches, else the first batch."""
+        plain = [c for c in cases if not self.costly(c)]
+        if len(plain) <= self.c.group_share * self.batch and not (self.durations and self.c.batch_seconds > 0):
+            return tuple(plain)
         batch: list[Case] = []
-        for case in cases:
+        for case in plain:
             batch.append(case)
             if self.full(batch):
                 break
         return tuple(batch)
 
     def listed(self, t: float, group: int) -> None:
+        """The listing arrives: the group's costly cases go to the front, the rest of its plain
+        cases in batches to the back."""
         t = self.driver(t, self.c.driver_per_message)
         cases = self.w.groups[group].cases
-        batch: list[Case] = []
-        for case in cases[len(self.first_batch(cases)) :]:
+        rest = [c for c in cases if not self.costly(c)][len(self.share(cases)) :]
+        for case in cases:
             if self.costly(case):
                 heapq.heappush(self.s.costly, (-case.seconds, next(self._seq), group, case))
-                continue
+        batch: list[Case] = []
+        for case in rest:
             batch.append(case)
             if self.full(batch):
                 self.s.batches.append(_Task(BATCH, group, tuple(batch)))
@@ -238,6 +253,8 @@ class Model:
     def run_cases(self, cases: tuple[Case, ...], t: float) -> float:
         """Runs ``cases`` from ``t``, reporting as a batch task does; when it ends."""
         reported, records, splits = t, 0, []
+        if not cases:  # a group task whose cases all go alone: it ends after its listing
+            self.at(t, self.message, 0, (), True)
         for k, case in enumerate(cases):
             if case.split:
                 seconds = self.c.estimate_evaluations * case.evaluation
