@@ -21,6 +21,7 @@ also on Ctrl-C and errors.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import signal
@@ -97,18 +98,20 @@ def warm(suite: ReplaySuite, workers: int, patience: float = 120.0) -> float:
     return time.perf_counter() - begin
 
 
-def busy_profile(arrivals: list[tuple[float, CaseRecord]], start: float, wall: float, workers: int) -> tuple:
+def busy_profile(
+    arrivals: list[tuple[float, CaseRecord]], start: float, wall: float, workers: int, works: dict[str, float]
+) -> tuple:
     """Slot-seconds ``(busy, idle while work remained, idle in the tail)`` reconstructed from the
     records: a case that took s seconds and arrived at a ran over [a - s, a] (its report may come
-    up to 0.25 s late), a split case over as many slots as its work needs. The tail starts at the
-    last moment every worker was busy."""
+    up to 0.25 s late), a split case over as many slots as its work (``works``, by case id) needs.
+    The tail starts at the last moment every worker was busy."""
     changes: list[tuple[float, float]] = []
     for arrival, record in arrivals:
         if record.tasks < 1 or record.seconds <= 0:
             continue
         end = min(max(arrival - start, 0.0), wall)
         begin = max(0.0, end - record.seconds)
-        work = (record.estimate or {}).get("seconds", record.seconds) if record.tasks > 1 else record.seconds
+        work = works.get(record.id, record.seconds) if record.tasks > 1 else record.seconds
         slots = min(workers, work / max(end - begin, 1e-9))
         changes += [(begin, slots), (end, -slots)]
     segments, used, t = [], 0.0, 0.0
@@ -123,7 +126,9 @@ def busy_profile(arrivals: list[tuple[float, CaseRecord]], start: float, wall: f
     return busy, workers * wall - busy - tail, tail
 
 
-def report(args, suite: ReplaySuite, result: RunResult, timeline: Timeline, driver_cpu: float, startup: dict) -> None:
+def report(
+    args, suite: ReplaySuite, result: RunResult, timeline: Timeline, driver_cpu: float, startup: dict, durations: bool
+) -> None:
     workload = from_recording(suite.recording(), replay=True, scale=args.scale)
     p = result.workers
     first = getattr(result, "first_dispatch", None)
@@ -131,9 +136,10 @@ def report(args, suite: ReplaySuite, result: RunResult, timeline: Timeline, driv
     end = max((a for a, _ in timeline.arrivals), default=start)
     wall = end - start
     bound = max(workload.total / p, workload.longest, driver_cpu)
-    busy, starved, tail = busy_profile(timeline.arrivals, start, wall, p)
+    works = {str(c.id): c.work * suite.scale for c in suite.recording().cases if c.split}
+    busy, starved, tail = busy_profile(timeline.arrivals, start, wall, p, works)
     constants = calibration.load(replay=True)
-    predicted = predict(workload, p, constants)
+    predicted = predict(workload, p, constants, durations)
     since = "the first dispatch" if first is not None else "the listener's start (no RunResult.first_dispatch yet)"
     print(f"\nreplay of {args.report} (scale {args.scale:g}): {workload.cases:,} runnable cases", end="")
     print(f", {workload.split_cases} split; whole cases {'check' if suite.checks else 'only sleep'}")
@@ -142,7 +148,8 @@ def report(args, suite: ReplaySuite, result: RunResult, timeline: Timeline, driv
         + ", ".join(f"{k} {v:.1f} s" for k, v in startup.items())
         + f", run to first dispatch {start - timeline.run_start:.2f} s"
     )
-    print(f"total case seconds {workload.total:,.2f}   P {p}   longest unsplittable {workload.longest:.2f} s")
+    print(f"total case seconds {workload.total:,.2f}   P {p}   longest unsplittable {workload.longest:.2f} s", end="")
+    print(f"   durations {'passed' if durations else 'not passed'}")
     parts = f"total/P {workload.total / p:.2f}, longest {workload.longest:.2f}, driver CPU {driver_cpu:.2f}"
     print(f"lower bound max({parts}) = {bound:.2f} s")
     print(f"achieved wall (from {since}): {wall:.2f} s   ratio {wall / bound:.3f}   (target <= 1.15)")
@@ -166,6 +173,16 @@ def recorded_counts(suite: ReplaySuite) -> dict[str, int]:
     return counts
 
 
+def recorded_durations(suite: ReplaySuite) -> dict:
+    """``RunOptions`` arguments that pass the recorded times (scaled) as ``--durations``, as the
+    nightly passes the previous night's report; none for a runner without durations."""
+    if "durations" not in {f.name for f in dataclasses.fields(RunOptions)}:
+        return {}  # the runner before issue 12's dispatcher
+    from distcheck.runner.durations import Durations
+
+    return {"durations": Durations({str(c.id): c.seconds * suite.scale for c in suite.recording().cases})}
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -178,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="every recorded time times this (default: 1)")
     p.add_argument("--timeout", type=float, default=600.0, help="per case, seconds (default: %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write the replay's JSON report")
+    p.add_argument("--no-durations", action="store_true", help="do not pass the recorded times as --durations")
     p.add_argument(
         "--checks",
         action="store_true",
@@ -200,14 +218,16 @@ def main(argv: list[str] | None = None) -> int:
         startup = {"cluster": cluster.started, "join": time.perf_counter() - begin}
         startup["warm-up"] = warm(suite, cluster.workers)
         timeline = Timeline()
-        options = RunOptions(address=cluster.address, timeout=args.timeout, split_seconds=SPLIT_SECONDS * args.scale)
+        durations = {} if args.no_durations else recorded_durations(suite)
+        split_seconds = SPLIT_SECONDS * args.scale
+        options = RunOptions(address=cluster.address, timeout=args.timeout, split_seconds=split_seconds, **durations)
         cpu = cpu_seconds()
         timeline.run_start = time.perf_counter()
         result = run_suite(suite, Selection(), options, timeline)
         driver_cpu = cpu_seconds() - cpu
         if args.json:
             json_report.write(result, args.json, sys.argv)
-        report(args, suite, result, timeline, driver_cpu, startup)
+        report(args, suite, result, timeline, driver_cpu, startup, bool(durations))
     except KeyboardInterrupt:
         print("bench_scale: interrupted; stopping the cluster", file=sys.stderr)
         return 130

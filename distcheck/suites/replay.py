@@ -9,7 +9,7 @@ chunks):
 - a case that ran whole (``tasks`` ≤ 1): a fast-mode check whose ``before_call`` sleeps the
   recorded seconds; a recorded ``fail`` replays with a wrong VJP (fails), a recorded ``error``
   with a function that raises; every other recorded verdict passes;
-- a split case (``tasks`` > 1): a slow-mode check of a function of ``n`` input elements whose
+- a split case (``tasks`` > 1): a slow-mode check of a function of 1,000 input elements whose
   every evaluation sleeps, so that the whole check is the case's recorded work (its estimate's
   seconds when recorded, else its seconds): the real budget estimate then finds it worth
   splitting, and the real split machinery cuts it into column chunks;
@@ -54,8 +54,10 @@ from distcheck.suites.base import (
     enumerate_cases,
 )
 
-MAX_COLUMNS = 512  # input elements of a split case's function (< 1000: the estimate times one call)
-EVALUATION = 0.005  # seconds an evaluation of a split case's function sleeps at least, if it can
+# input elements of a split case's function: with its one output, at least the 1,000 elements
+# from which the budget estimate takes the fastest of three timed evaluations (one evaluation,
+# timed alone, can be many times too long on a busy machine)
+COLUMNS = 1000
 _UNRUN = {SKIPPED: SKIPPED, XFAIL: XFAIL}  # recorded verdict of a case decided without running -> status
 
 
@@ -176,10 +178,8 @@ def _whole_function(case: Recorded):
 
 def split_shape(work: float) -> tuple[int, float]:
     """Columns and seconds per evaluation of a split case's function: central differences take
-    two evaluations per column, so ``2 · columns · pause = work``; evaluations of at least
-    ``EVALUATION`` seconds where that leaves a few columns (sleep's overshoot stays small)."""
-    columns = int(min(MAX_COLUMNS, max(4, work / (2 * EVALUATION))))
-    return columns, work / (2 * columns)
+    two evaluations per column, so ``2 · columns · pause = work``."""
+    return COLUMNS, work / (2 * COLUMNS)
 
 
 def _sleep(seconds: float) -> None:

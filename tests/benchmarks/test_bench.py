@@ -31,16 +31,16 @@ def record(seconds: float, tasks: int = 1, estimate: dict | None = None) -> Case
 def test_busy_profile_splits_idle_time_into_gaps_and_tail():
     # two workers: both busy over [0, 2], one idle over [2, 3] (a gap), then one case over [3, 4]
     arrivals = [(2.0, record(2.0)), (2.0, record(2.0)), (4.0, record(1.0))]
-    busy, starved, tail = busy_profile(arrivals, 0.0, 4.0, 2)
+    busy, starved, tail = busy_profile(arrivals, 0.0, 4.0, 2, {})
     assert (busy, starved, tail) == pytest.approx((5.0, 0.0, 3.0))
     arrivals = [(2.0, record(2.0)), (1.0, record(1.0)), (3.0, record(1.0)), (3.0, record(1.0))]
-    busy, starved, tail = busy_profile(arrivals, 0.0, 3.0, 2)
+    busy, starved, tail = busy_profile(arrivals, 0.0, 3.0, 2, {})
     assert (busy, starved, tail) == pytest.approx((5.0, 1.0, 0.0))
 
 
 def test_busy_profile_spreads_a_split_case_over_the_workers():
-    arrivals = [(2.0, record(2.0, tasks=9, estimate={"seconds": 8.0}))]
-    busy, starved, tail = busy_profile(arrivals, 0.0, 2.0, 4)
+    arrivals = [(2.0, record(2.0, tasks=9, estimate={"seconds": 80.0}))]  # a busy machine's estimate
+    busy, starved, tail = busy_profile(arrivals, 0.0, 2.0, 4, {"s::op::float64::sample0::grad": 8.0})
     assert (busy, starved, tail) == pytest.approx((8.0, 0.0, 0.0))
 
 

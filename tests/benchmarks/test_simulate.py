@@ -142,7 +142,7 @@ def test_workload_of_a_recording_and_of_its_replay():
     assert (recorded.total, recorded.longest, recorded.split_cases, recorded.workers) == (51.0, 1.0, 1, 2)
     assert recorded.groups[1].cases[0] == Case(50.0, True, 16000, 256000)
     replayed = from_recording(parse(report), replay=True, scale=0.1)
-    assert replayed.groups[1].cases[0] == Case(5.0, True, 500, 0)
+    assert replayed.groups[1].cases[0] == Case(5.0, True, 1000, 0)
     assert replayed.seconds == pytest.approx(1.0)
 
 

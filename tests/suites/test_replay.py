@@ -124,17 +124,16 @@ def test_a_split_case_is_estimated_at_its_recorded_work_and_split(report, monkey
     assert built.inputs[0].size == columns and 2 * columns * pause == pytest.approx(0.6)
     monkeypatch.undo()
     estimated = estimate(built)
-    assert estimated.seconds >= 0.6  # 2 (columns + 1) evaluations of at least the pause each
+    assert estimated.seconds >= 0.6  # 2 columns evaluations and 2 backward passes of at least the pause
     assert Budget(2**30, split_seconds=0.4).decide(estimated)[0] == SPLIT
     outcome = run_case(suite, case, built.fingerprint, Budget(2**30, split_seconds=0.4))
     assert outcome.verdict == "split"
 
 
-def test_split_shape_keeps_evaluations_long_enough():
-    assert split_shape(100.0) == (512, 100.0 / 1024)
+def test_split_shape_has_the_work_in_evaluations_the_estimate_times_three_times():
+    assert split_shape(100.0) == (1000, 0.05)
     columns, pause = split_shape(1.0)
-    assert columns == 100 and pause == pytest.approx(0.005)
-    assert split_shape(0.001)[0] == 4
+    assert 2 * columns * pause == pytest.approx(1.0) and columns + 1 >= 1000
 
 
 def test_the_report_is_read_once_per_process(report):
