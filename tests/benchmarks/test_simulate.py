@@ -99,24 +99,21 @@ def test_batches_closed_by_seconds_shorten_the_tail():
     assert by_seconds.tail < by_count.tail
 
 
+def recording(split_columns: int, split_work: float):
+    """A slow grad run of 2 workers: a 1 s case of op a, a skipped op b, a split case of op c."""
+    split = {"columns": split_columns, "rows": 1, "seconds": split_work, "bytes": 16 * split_columns}
+    cases = [
+        {"id": "s::a::float64::sample0::grad", "verdict": "pass", "seconds": 1.0, "tasks": 1},
+        {"id": "s::b::float64::grad", "verdict": "skipped", "seconds": 0, "tasks": 0},
+        {"id": "s::c::float64::sample0::grad", "verdict": "pass", "seconds": 3.0, "tasks": 9, "estimate": split},
+    ]
+    return parse({"summary": {"suite": "s", "mode": "slow", "workers": 2, "seconds": 10}, "cases": cases})
+
+
 def test_nightly_ratios_and_cases():
     assert ratios(10, 10) == {"grad": 1.0, "gradgrad": 3.0, "fwgrad": 1.0, "fwgrad_bwgrad": 4.0}
     assert ratios(0, 0) == ratios(1, 1)
-    report = {
-        "summary": {"suite": "s", "mode": "slow", "workers": 2, "seconds": 10},
-        "cases": [
-            {"id": "s::a::float64::sample0::grad", "verdict": "pass", "seconds": 1.0, "tasks": 1},
-            {"id": "s::b::float64::grad", "verdict": "skipped", "seconds": 0, "tasks": 0},
-            {
-                "id": "s::c::float64::sample0::grad",
-                "verdict": "pass",
-                "seconds": 3.0,
-                "tasks": 9,
-                "estimate": {"columns": 1000, "rows": 1, "seconds": 5.0, "bytes": 16000},
-            },
-        ],
-    }
-    w = nightly(parse(report))
+    w = nightly(recording(1000, 5.0))
     assert w.cases == 8 and w.decided == 4
     assert w.total == pytest.approx(1.0 * (1 + 3 + 1 + 4) + 5.0 * (1 + 2 * 2001 / 1001 + 2000 / 1001 + 4))
     assert [c.split for c in w.groups[0].cases] == [False] * 4  # at most 4 s
@@ -125,23 +122,11 @@ def test_nightly_ratios_and_cases():
 
 
 def test_workload_of_a_recording_and_of_its_replay():
-    report = {
-        "summary": {"suite": "s", "mode": "slow", "workers": 2, "seconds": 10},
-        "cases": [
-            {"id": "s::a::float64::sample0::grad", "verdict": "pass", "seconds": 1.0, "tasks": 1},
-            {
-                "id": "s::c::float64::sample0::grad",
-                "verdict": "pass",
-                "seconds": 3.0,
-                "tasks": 9,
-                "estimate": {"columns": 16000, "rows": 1, "seconds": 50.0, "bytes": 256000},
-            },
-        ],
-    }
-    recorded = from_recording(parse(report))
+    recorded = from_recording(recording(16000, 50.0))
     assert (recorded.total, recorded.longest, recorded.split_cases, recorded.workers) == (51.0, 1.0, 1, 2)
+    assert recorded.decided == 1
     assert recorded.groups[1].cases[0] == Case(50.0, True, 16000, 256000)
-    replayed = from_recording(parse(report), replay=True, scale=0.1)
+    replayed = from_recording(recording(16000, 50.0), replay=True, scale=0.1)
     assert replayed.groups[1].cases[0] == Case(5.0, True, 1000, 0)
     assert replayed.seconds == pytest.approx(1.0)
 
