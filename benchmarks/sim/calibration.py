@@ -31,6 +31,7 @@ class Calibration:
     batch_fast: int = 32
     batch_slow: int = 16
     batch_seconds: float = 0.0
+    batch_guided: float = 0.0
     window_per_worker: int = 2
     group_share: int = 2
     costly_columns: int = 1000

@@ -8,8 +8,11 @@
   costly) cases: all if they fill at most ``group_share`` batches, else the first batch; its
   listing message makes the driver queue the rest: costly cases one per task (recorded ≥
   ``costly_seconds`` with durations, else in slow mode ``costly_columns`` input elements) ahead
-  of everything, longest first, the other cases in batches of ``batch`` behind the groups not
-  listed yet; a batch that lands on a worker without its group's samples lists them again;
+  of everything, longest first, the other cases behind the groups not listed yet, handed out in
+  batches of ``batch`` consecutive cases of a group (or, as a policy to try, closed at a time
+  target: ``batch_seconds``, or guided by the work left, ``batch_guided``); a batch's worker
+  rebuilds its cases' samples as the recorded run's workers did (that is in the recorded
+  seconds already: listing is the only work a group task adds);
 - Ray's queue is first come, first served over the P worker slots; a task costs
   ``task_overhead`` on its slot, a case ``case_overhead`` beyond its recorded time; tasks report
   every ``report_every`` seconds and at the end;
@@ -84,7 +87,8 @@ class _Task:
 class _State:
     queue: collections.deque = field(default_factory=collections.deque)  # Ray's: tasks waiting for a slot
     costly: list = field(default_factory=list)  # the driver's front queue: (-seconds, n, group, case)
-    batches: collections.deque = field(default_factory=collections.deque)  # the driver's back queue
+    listed: collections.deque = field(default_factory=collections.deque)  # the back queue: (group, case)
+    remaining: float = 0.0  # seconds of the cases not handed out yet
     in_window: int = 0
     driver_free: float = 0.0
     driver_cpu: float = 0.0
@@ -106,7 +110,8 @@ class Model:
         self.free = list(range(workers))
         self.ready_at = [calibration.worker_start] * workers
         self.last_end = [0.0] * workers
-        self.cached: list[int | None] = [None] * workers
+        self.shares: dict[int, tuple[Case, ...]] = {}  # what each listing worker runs of its group
+        self.s.remaining = workload.total
         order = range(len(workload.groups))
         if durations:
             order = sorted(order, key=lambda g: -workload.groups[g].seconds)
@@ -144,13 +149,21 @@ class Model:
         """As the dispatcher's feed: a costly case alone, else a group to list, else a batch."""
         if self.s.costly:
             _, _, group, case = heapq.heappop(self.s.costly)
-            return _Task(BATCH, group, (case,))
+            return self.handed(_Task(BATCH, group, (case,)))
         if self.groups:
             group = self.groups.popleft()
-            return _Task(GROUP, group, self.share(self.w.groups[group].cases))
-        if self.s.batches:
-            return self.s.batches.popleft()
+            self.shares[group] = self.share(self.w.groups[group].cases)
+            return self.handed(_Task(GROUP, group, self.shares[group]))
+        if self.s.listed:
+            group, batch = self.s.listed[0][0], []
+            while self.s.listed and self.s.listed[0][0] == group and not self.full(batch):
+                batch.append(self.s.listed.popleft()[1])
+            return self.handed(_Task(BATCH, group, tuple(batch)))
         return None
+
+    def handed(self, task: _Task) -> _Task:
+        self.s.remaining -= sum(c.seconds for c in task.cases)
+        return task
 
     def fill(self, t: float) -> None:
         while self.s.in_window < self.c.window_per_worker * self.p:
@@ -168,42 +181,44 @@ class Model:
             return case.seconds >= self.c.costly_seconds
         return self.w.mode == "slow" and case.columns >= self.c.costly_columns
 
+    def target(self) -> float | None:
+        """Seconds at which a batch closes, by recorded durations: ``batch_seconds``, or with
+        ``batch_guided`` k the work not handed out yet over k·P (guided self-scheduling: batches
+        shrink as the run ends); None: by count alone (as issue 12's dispatcher)."""
+        if not self.durations:
+            return None
+        if self.c.batch_guided > 0:
+            return self.s.remaining / (self.c.batch_guided * self.p)
+        return self.c.batch_seconds or None
+
     def full(self, batch: list[Case]) -> bool:
-        """A batch is full at ``batch`` cases, or (with durations and ``batch_seconds``) at that
-        many recorded seconds."""
-        long = self.durations and self.c.batch_seconds > 0 and sum(c.seconds for c in batch) >= self.c.batch_seconds
-        return len(batch) >= self.batch or long
+        """A batch is full at ``batch`` cases, or at :meth:`target` recorded seconds."""
+        target = self.target()
+        return len(batch) >= self.batch or (target is not None and sum(c.seconds for c in batch) >= target)
 
     def share(self, cases: tuple[Case, ...]) -> tuple[Case, ...]:
         """The cases the worker that lists a group runs: those not costly, all of them if they
-        fill at most ``group_share`` batches, else the first batch."""
+        fill at most ``group_share`` batches (by count alone), else the first batch."""
         plain = [c for c in cases if not self.costly(c)]
-        if len(plain) <= self.c.group_share * self.batch and not (self.durations and self.c.batch_seconds > 0):
+        if len(plain) <= self.c.group_share * self.batch and self.target() is None:
             return tuple(plain)
         batch: list[Case] = []
         for case in plain:
-            batch.append(case)
             if self.full(batch):
                 break
+            batch.append(case)
         return tuple(batch)
 
     def listed(self, t: float, group: int) -> None:
         """The listing arrives: the group's costly cases go to the front, the rest of its plain
-        cases in batches to the back."""
+        cases to the back (batched when handed out)."""
         t = self.driver(t, self.c.driver_per_message)
         cases = self.w.groups[group].cases
-        rest = [c for c in cases if not self.costly(c)][len(self.share(cases)) :]
         for case in cases:
             if self.costly(case):
                 heapq.heappush(self.s.costly, (-case.seconds, next(self._seq), group, case))
-        batch: list[Case] = []
-        for case in rest:
-            batch.append(case)
-            if self.full(batch):
-                self.s.batches.append(_Task(BATCH, group, tuple(batch)))
-                batch = []
-        if batch:
-            self.s.batches.append(_Task(BATCH, group, tuple(batch)))
+        shared = len(self.shares.pop(group))
+        self.s.listed.extend((group, c) for c in [c for c in cases if not self.costly(c)][shared:])
         self.fill(t)
 
     def message(self, t: float, records: int, splits: tuple[Case, ...], final: bool) -> None:
@@ -241,12 +256,10 @@ class Model:
             self.at(t, self.chunk_done, task.split)
             return
         self.at(t, self.message, 0, (), False)  # "started"
-        if task.kind == GROUP or self.cached[slot] != task.group:
+        if task.kind == GROUP:
             listing = self.c.listing_per_case * len(self.w.groups[task.group].cases)
             t += listing
             self.s.overhead += listing
-            self.cached[slot] = task.group
-        if task.kind == GROUP:
             self.at(t, self.listed, task.group)
         self.at(self.run_cases(task.cases, t), self.freed, slot)
 
