@@ -95,8 +95,10 @@ def test_batches_closed_by_seconds_shorten_the_tail():
     w = workload(*[[0.75] * 64 for _ in range(4)])  # batches of 32 cases of 24 s
     by_count = predict(w, 64, Calibration())
     by_seconds = predict(w, 64, Calibration(batch_seconds=0.5))
-    assert by_count.wall > 20 and by_seconds.wall < 6
-    assert by_seconds.tail < by_count.tail
+    guided = predict(w, 64, Calibration(batch_guided=4))
+    assert by_count.wall > 20 and by_seconds.wall < 6 and guided.wall < 6
+    assert by_seconds.tail < by_count.tail and guided.tail < by_count.tail
+    assert predict(w, 64, Calibration(batch_guided=4), durations=False).wall == by_count.wall  # needs durations
 
 
 def recording(split_columns: int, split_work: float):
