@@ -17,7 +17,8 @@ listings and split estimates; idle while work was still to come; idle in the tai
 (from the first dispatch when the report has it, else ``summary.seconds``: start-up included).
 ``--replay`` models the replay of the report (``distcheck/suites/replay.py``: no listings, tiny
 Jacobians), every time multiplied by ``--scale``; ``--nightly`` the whole slow nightly built from
-the slow grad suite's report (an estimate: see ``benchmarks/sim/nightly.py``).
+the slow grad suite's report (an estimate: see ``benchmarks/sim/nightly.py``; a report of the
+whole nightly is used as it is).
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", action="store_true", help="model the replay of the report")
     p.add_argument("--scale", type=float, default=1.0, help="with --replay: every recorded time times this")
     p.add_argument("--suite-order", action="store_true", help="groups in suite order (no --durations)")
-    p.add_argument("--nightly", action="store_true", help="the four check kinds, from the slow grad report")
+    p.add_argument(
+        "--nightly", action="store_true", help="the four check kinds, estimated from a slow grad-only report"
+    )
     p.add_argument("--pytorch-hours", type=float, help="with --nightly: PyTorch's slow-gradcheck job, to compare")
     return p
 
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, OSError) as e:
         print(f"simulate: error: {e}", file=sys.stderr)
         return 2
-    if args.nightly:
+    if args.nightly and {c.id.check for c in recording.cases} == {"grad"}:
         workload = nightly.nightly(recording, constants.split_seconds)
         print(describe(workload, "the whole slow nightly, ESTIMATED from the slow grad report (sim/nightly.py)"))
     else:
