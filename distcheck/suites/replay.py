@@ -8,7 +8,8 @@ chunks):
 
 - a case that ran whole (``tasks`` ≤ 1): a fast-mode check whose ``before_call`` sleeps the
   recorded seconds; a recorded ``fail`` replays with a wrong VJP (fails), a recorded ``error``
-  with a function that raises; every other recorded verdict passes;
+  with a function that raises; every other recorded verdict passes (a case the memory budget
+  skipped on its worker too: the replay has no large Jacobian);
 - a split case (``tasks`` > 1): a slow-mode check of a function of 1,000 input elements whose
   every evaluation sleeps, so that the whole check is the case's recorded work (its estimate's
   seconds when recorded, else its seconds): the real budget estimate then finds it worth
@@ -218,7 +219,7 @@ class ReplaySuite:
                     yield CaseInfo(case.id, _UNRUN.get(case.verdict, ERROR), case.message)
             checks = tuple(k for k in CHECK_KINDS if any(c.ran and c.id.check == k for c in chosen))
             if checks:
-                yield GroupInfo(self.name, op, dtype, checks)
+                yield GroupInfo(suite=self.name, op=op, dtype=dtype, checks=checks)
 
     def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
         cases = self.recording().by_group.get(group.key, [])
