@@ -86,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("report", nargs="?", help="a JSON report of distcheck run --json")
     p.add_argument("--validate", metavar="REPORT", help="predict at REPORT's own workers and compare with its wall")
+    p.add_argument("--wall", type=float, help="with --validate: the wall time to compare with (default: the report's)")
     p.add_argument("--workers", default=",".join(map(str, WORKERS)), help="comma-separated P (default: %(default)s)")
     p.add_argument("--calibration", default=calibration.DEFAULT, help="the constants' file")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a constant")
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(workload, f"{'replay of ' if args.replay else ''}{path}"))
     durations = not args.suite_order
     if args.validate:
-        return validate(workload, path, constants, durations, args.scale if args.replay else 1.0)
+        return validate(workload, path, constants, durations, args.scale if args.replay else 1.0, args.wall)
     print(HEADER)
     for p in workers:
         prediction = predict(workload, p, constants, durations)
@@ -136,13 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def validate(workload: Workload, path: str, constants, durations: bool, scale: float) -> int:
+def validate(workload: Workload, path: str, constants, durations: bool, scale: float, given: float | None) -> int:
     if workload.workers < 1:
         print("simulate: error: the report does not say its workers (summary.workers)", file=sys.stderr)
         return 2
     prediction = predict(workload, workload.workers, constants, durations)
     wall, what = recorded_wall(path)
     wall *= scale
+    if given is not None:
+        wall, what = given, "as given (--wall)"
     print(HEADER)
     print(row(prediction))
     error = prediction.wall / wall - 1 if wall > 0 else float("nan")

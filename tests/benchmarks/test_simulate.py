@@ -157,6 +157,8 @@ def test_the_command_line(tmp_path, capsys):
     assert "50 runnable cases in 5 groups" in out and out.count("\n     4 ") == 1
     assert simulate.main(["--validate", str(path)]) == 0
     assert "recorded wall time (whole run, start-up included" in capsys.readouterr().out
+    assert simulate.main(["--validate", str(path), "--wall", "0.5"]) == 0
+    assert "recorded wall time (as given (--wall)): 0.50 s" in capsys.readouterr().out
     assert simulate.main([str(path), "--nightly", "--workers", "256"]) == 0
     assert "the whole slow nightly, ESTIMATED" in capsys.readouterr().out
     assert simulate.main([str(tmp_path / "missing.json")]) == 2
