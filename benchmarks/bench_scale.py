@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import resource
 import signal
@@ -60,6 +61,13 @@ class Timeline(Listener):
 
     def recorded(self, record: CaseRecord) -> None:
         self.arrivals.append((time.perf_counter(), record))
+
+    def write(self, path: str) -> None:
+        """One JSON line per record: seconds from the run's start, id, verdict, seconds, tasks."""
+        with open(path, "w") as f:
+            for arrival, r in self.arrivals:
+                line = {"at": round(arrival - self.run_start, 4), "id": r.id, "verdict": r.verdict}
+                f.write(json.dumps({**line, "seconds": r.seconds, "tasks": r.tasks}) + "\n")
 
 
 def cpu_seconds() -> float:
@@ -195,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="every recorded time times this (default: 1)")
     p.add_argument("--timeout", type=float, default=600.0, help="per case, seconds (default: %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write the replay's JSON report")
+    p.add_argument("--timeline", metavar="FILE", help="write when each record arrived (JSON lines)")
     p.add_argument("--no-durations", action="store_true", help="do not pass the recorded times as --durations")
     p.add_argument(
         "--checks",
@@ -227,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         driver_cpu = cpu_seconds() - cpu
         if args.json:
             json_report.write(result, args.json, sys.argv)
+        if args.timeline:
+            timeline.write(args.timeline)
         report(args, suite, result, timeline, driver_cpu, startup, bool(durations))
     except KeyboardInterrupt:
         print("bench_scale: interrupted; stopping the cluster", file=sys.stderr)
