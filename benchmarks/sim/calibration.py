@@ -1,0 +1,63 @@
+"""The model's constants: a JSON file of ``{"constants": {name: {"value", "source"}}, "replay":
+{...overrides...}}`` (``benchmarks/calibration.json`` by default), so that every figure the
+simulator uses says where it was measured."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, fields, replace
+
+DEFAULT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "calibration.json")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Seconds unless said; see ``calibration.json`` for each one's source."""
+
+    task_overhead: float = 0.0008
+    case_overhead: float = 0.0
+    driver_submit: float = 0.0001
+    driver_per_case: float = 0.00002
+    driver_per_message: float = 0.0002
+    driver_per_group: float = 0.00005
+    listing_per_case: float = 0.0006
+    coordinator_start: float = 0.05
+    assembly_per_byte: float = 1e-9
+    estimate_evaluations: float = 4
+    planning_evaluations: float = 2
+    worker_start: float = 0.0
+    report_every: float = 0.25
+    batch_fast: int = 32
+    batch_slow: int = 16
+    batch_seconds: float = 0.0
+    batch_guided: float = 0.0
+    window_per_worker: int = 2
+    group_share: int = 2
+    costly_columns: int = 1000
+    costly_seconds: float = 1.0
+    split_seconds: float = 4.0
+    chunk_min: float = 0.1
+    chunk_rounds: int = 2
+
+    def batch(self, mode: str) -> int:
+        return self.batch_slow if mode == "slow" else self.batch_fast
+
+    def with_values(self, values: dict[str, float]) -> Calibration:
+        known = {f.name: f.type for f in fields(self)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown calibration constant {unknown[0]!r} (known: {', '.join(known)})")
+        return replace(self, **{k: type(getattr(self, k))(v) for k, v in values.items()})
+
+
+def _values(section: dict) -> dict[str, float]:
+    return {name: entry["value"] if isinstance(entry, dict) else entry for name, entry in section.items()}
+
+
+def load(path: str = DEFAULT, replay: bool = False) -> Calibration:
+    """The constants in ``path``; with the ``replay`` overrides for a replayed run."""
+    with open(path) as f:
+        data = json.load(f)
+    calibration = Calibration().with_values(_values(data.get("constants", {})))
+    return calibration.with_values(_values(data.get("replay", {}))) if replay else calibration

@@ -1,0 +1,57 @@
+"""The whole slow nightly (all four check kinds) estimated from the slow ``grad`` suite's report,
+when no report of the whole nightly exists. An **estimate**: each recorded grad case is scaled
+per check kind by the cost formulas of ``distcheck/runner/budget.py``, assuming a backward
+pass costs an evaluation (e), for a case of c input and r output elements:
+
+- grad: 2c·e (central differences) + 2r·e (two backward passes per output element) = 2e(c + r);
+- gradgrad: gradcheck of (inputs, grad-outputs) → grads: c + r columns, c rows, an evaluation
+  and a backward pass both 2e: 4e(c + r) + 4e·c = 4e(2c + r), i.e. ``2(2c + r)/(c + r)`` × grad;
+- fwgrad (forward AD only): 2c·e + c JVPs of 2e = 4e·c, i.e. ``2c/(c + r)`` × grad;
+- fwgrad_bwgrad (gradgrad with forward over reverse): 4e(c + r) + (c + r) JVPs of 4e = 8e(c + r),
+  i.e. 4 × grad.
+
+A case without a recorded estimate (an op forced to fast mode) takes the ratios of c = r (3, 1
+and 4). Every op is assumed to run every check kind (PyTorch skips forward AD for ops without
+it): an overestimate. Scaled cases above the split threshold whose Jacobians fit the split
+budget are split, the others run whole."""
+
+from __future__ import annotations
+
+from benchmarks.sim.workload import Case, Group, Workload
+from distcheck.suites.replay import Recorded, Recording
+
+KINDS = ("grad", "gradgrad", "fwgrad", "fwgrad_bwgrad")
+SPLIT_MAX_BYTES = 256 * 2**20  # runner/runner.py RunOptions.split_max_mb
+
+
+def ratios(columns: int, rows: int) -> dict[str, float]:
+    """Each check kind's seconds per second of ``grad``, for a case of that size."""
+    c, r = (columns, rows) if columns + rows else (1, 1)
+    return {"grad": 1.0, "gradgrad": 2 * (2 * c + r) / (c + r), "fwgrad": 2 * c / (c + r), "fwgrad_bwgrad": 4.0}
+
+
+def _sizes(case: Recorded, kind: str) -> tuple[int, int]:
+    """Jacobian columns and rows of ``kind``'s check of the case."""
+    c, r = case.columns, case.rows
+    return (c + r, c) if kind in ("gradgrad", "fwgrad_bwgrad") else (c, r)
+
+
+def _case(recorded: Recorded, kind: str, split_seconds: float) -> Case:
+    seconds = recorded.work * ratios(recorded.columns, recorded.rows)[kind]
+    itemsize = recorded.bytes // (2 * recorded.columns * recorded.rows) if recorded.columns * recorded.rows else 8
+    columns, rows = _sizes(recorded, kind)
+    size = 2 * columns * rows * itemsize
+    split = seconds > split_seconds and size <= SPLIT_MAX_BYTES and columns > 1
+    return Case(seconds, split, columns, size)
+
+
+def nightly(recording: Recording, split_seconds: float = 4.0) -> Workload:
+    """The four check kinds of every op, from the slow grad suite's recording."""
+    groups = []
+    for (op, dtype), recorded in recording.by_group.items():
+        grads = [r for r in recorded if r.ran and r.id.check == "grad"]
+        cases = tuple(_case(r, kind, split_seconds) for kind in KINDS for r in grads)
+        if cases:
+            groups.append(Group(f"{op}::{dtype}", cases))
+    decided = 4 * sum(not r.ran for r in recording.cases)
+    return Workload("slow", tuple(groups), decided)

@@ -1,0 +1,89 @@
+"""The benchmarks' own arithmetic, and the loopback cluster: it replays through the real runner
+and stops exactly what it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.bench_driver import fit
+from benchmarks.bench_scale import busy_profile
+from benchmarks.loopback import processes_of
+from distcheck.runner.records import CaseRecord
+from distcheck.suites.base import CaseId
+
+
+def test_fit_gives_start_up_and_slope():
+    intercept, slope = fit([(700, 6.0 + 700 * 2e-5), (6000, 6.0 + 6000 * 2e-5)])
+    assert intercept == pytest.approx(6.0) and slope == pytest.approx(2e-5)
+    with pytest.raises(ValueError, match="same number of cases"):
+        fit([(10, 1.0), (10, 2.0)])
+
+
+def record(seconds: float, tasks: int = 1, estimate: dict | None = None) -> CaseRecord:
+    return CaseRecord(CaseId("s", "op", "float64", "grad", 0), "pass", "", seconds, tasks, estimate)
+
+
+def test_busy_profile_splits_idle_time_into_gaps_and_tail():
+    # two workers: both busy over [0, 2], one idle over [2, 3] (a gap), then one case over [3, 4]
+    arrivals = [(2.0, record(2.0)), (2.0, record(2.0)), (4.0, record(1.0))]
+    busy, starved, tail = busy_profile(arrivals, 0.0, 4.0, 2, {})
+    assert (busy, starved, tail) == pytest.approx((5.0, 0.0, 3.0))
+    arrivals = [(2.0, record(2.0)), (1.0, record(1.0)), (3.0, record(1.0)), (3.0, record(1.0))]
+    busy, starved, tail = busy_profile(arrivals, 0.0, 3.0, 2, {})
+    assert (busy, starved, tail) == pytest.approx((5.0, 1.0, 0.0))
+
+
+def test_busy_profile_spreads_a_split_case_over_the_workers():
+    arrivals = [(2.0, record(2.0, tasks=9, estimate={"seconds": 80.0}))]  # a busy machine's estimate
+    busy, starved, tail = busy_profile(arrivals, 0.0, 2.0, 4, {"s::op::float64::sample0::grad": 8.0})
+    assert (busy, starved, tail) == pytest.approx((8.0, 0.0, 0.0))
+
+
+def test_processes_of_a_group_include_descendants():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen(['sleep', '30']); time.sleep(30)"],
+        start_new_session=True,
+    )
+    try:
+        for _ in range(50):
+            found = processes_of([child.pid], "never-named")
+            if len(found) == 2:
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert child.pid in found and len(found) == 2
+        assert os.getpid() not in processes_of([os.getpgrp()], "never-named")
+    finally:
+        os.killpg(child.pid, 9)
+        child.wait()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_replay_on_a_loopback_cluster_and_nothing_left_after(tmp_path):
+    cases = [
+        {"id": f"torch-opinfo::op{k}::float64::sample{i}::grad", "verdict": "pass", "seconds": 0.05, "tasks": 1}
+        for k in range(3)
+        for i in range(4)
+    ]
+    summary = {"suite": "torch-opinfo", "mode": "fast", "workers": 2, "seconds": 1.0}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"summary": summary, "cases": cases}))
+    code = (
+        "import sys; sys.path.insert(0, '.')\n"
+        "from benchmarks import bench_scale\n"
+        f"sys.exit(bench_scale.main([{str(path)!r}, '--nodes', '2', '--cpus', '1', '--scale', '0.5']))\n"
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "total case seconds 0.30   P 2" in done.stdout
+    assert "verdicts: {'pass': 12" in done.stdout
+    started = next(line for line in done.stdout.splitlines() if line.startswith("loopback cluster: 2 nodes"))
+    root = started.split("temp dir ")[1].split(" ")[0]
+    assert not os.path.exists(root)
+    assert not processes_of([], root)  # no process of the cluster is left
