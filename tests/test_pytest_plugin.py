@@ -143,6 +143,29 @@ def test_an_address_needs_ray(pytester):
     result.stderr.fnmatch_lines(["*--distcheck-address needs --distcheck-executor ray*"])
 
 
+@pytest.mark.slow
+def test_with_xdist_the_counts_of_every_worker_are_summed(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(WRONG_BACKWARD)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--distcheck-torch")
+    result.assert_outcomes(passed=2)
+    assert any(
+        line.startswith("distcheck: 5 gradient check(s) ran through distcheck (serial) over 2 xdist workers")
+        for line in result.outlines
+    ), result.outlines
+
+
+@pytest.mark.slow
+def test_with_xdist_and_ray_without_an_address_a_warning(pytester, monkeypatch):
+    pytest.importorskip("xdist")
+    for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--distcheck-executor", "ray")
+    result.assert_outcomes(passed=1)
+    assert "every xdist worker starts a local Ray of its own" in result.stdout.str()
+
+
 @pytest.mark.ray
 def test_torch_checks_on_ray(pytester, ray_cluster):  # noqa: F811
     """On the session's Ray (joined again: it is initialized); the test module's autograd

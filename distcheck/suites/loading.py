@@ -8,7 +8,8 @@ A suite is found by a *spec*, the string ``--suite`` takes:
 - ``MODULE:NAME``: attribute ``NAME`` (dotted names allowed) of any importable module.
 
 The object found is a suite class or a factory (called with the mode), or a suite object (one
-whose mode differs gets ``with_mode(mode)`` if it has it). A loaded suite is wrapped in a
+whose mode differs gets ``with_mode(mode)`` if it has it). An installed suite's entry-point name
+must be the suite's own name: case ids, reports and rerun commands name suites by it. A loaded suite is wrapped in a
 :class:`LoadedSuite`, which pickles as its spec and mode: a Ray worker imports the module and
 rebuilds the suite itself (once per process), so the suite's functions never travel and need
 not be picklable. A suite that fails to load is a :class:`SuiteLoadError`, one line naming the
@@ -86,6 +87,11 @@ def _built(source: SuiteSource, mode: str) -> Any:
         raise SuiteLoadError(
             f"suite {source.name!r} ({source.origin}, {source.target}) is not a suite: a {type(suite).__name__} "
             f"without {', '.join(missing)} (expected a Suite class, a factory taking the mode, or a suite object)"
+        )
+    if source.name != source.target and suite.name != source.name:
+        raise SuiteLoadError(
+            f"suite {source.name!r} ({source.origin}, {source.target}) is a suite named {suite.name!r}: an installed "
+            "suite's entry-point name must be its name (its case ids and reports use it to find it again)"
         )
     if SEPARATOR in str(suite.name) or not suite.name:
         raise SuiteLoadError(

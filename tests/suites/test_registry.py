@@ -156,11 +156,17 @@ def test_a_broken_plugin_names_its_package_and_breaks_nothing_else(installed, ca
 
 
 def test_a_plugin_suite_runs_from_the_command_line(installed, capsys):
-    installed("more_suites", {"declared-too": SPEC})
-    status = cli.main(["run", "--suite", "declared-too", "--serial", "--ops", "sin,wrong", "--checks", "grad"])
+    installed("more_suites", {"declared": SPEC})
+    status = cli.main(["run", "--suite", "declared", "--serial", "--ops", "sin,wrong", "--checks", "grad"])
     assert status == 1  # op wrong fails
     out = capsys.readouterr().out
     assert "declared::wrong::float64::sample0::grad" in out
+
+
+def test_an_installed_suite_is_registered_under_its_own_name(installed):
+    installed("misnamed", {"other-name": SPEC})
+    with pytest.raises(SuiteLoadError, match="is a suite named 'declared': an installed suite's entry-point name"):
+        get_suite("other-name")
 
 
 def test_two_packages_registering_one_name(installed):
