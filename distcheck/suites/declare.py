@@ -54,6 +54,7 @@ from typing import Any
 
 import torch
 
+from distcheck.check import as_tuple
 from distcheck.suites.base import (
     CHECK_KINDS,
     ERROR,
@@ -165,14 +166,6 @@ def torch_dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def _as_inputs(sample: Any) -> tuple:
-    if isinstance(sample, tuple):
-        return sample
-    if isinstance(sample, list):
-        return tuple(sample)
-    return (sample,)
-
-
 class _Samples:
     """The last few sample lists generated in this process, with each sample's fingerprint as
     generated. A sample a check changed in place is regenerated before it is handed out again.
@@ -187,7 +180,7 @@ class _Samples:
         with self.lock:
             if fresh or key not in self.lists:
                 seed_everything(SAMPLE_SEED)
-                listed = [_as_inputs(s) for s in op.samples(torch_dtype(dtype))]
+                listed = [as_tuple(s) for s in op.samples(torch_dtype(dtype))]  # as gradcheck takes inputs
                 self.lists[key] = (listed, [values_fingerprint(s) for s in listed])
                 while len(self.lists) > _KEPT:
                     self.lists.popitem(last=False)

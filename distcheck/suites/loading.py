@@ -147,18 +147,6 @@ class LoadedSuite:
     def spec(self) -> str:
         return self.source.name
 
-    @property
-    def name(self) -> str:
-        return self.suite.name
-
-    @property
-    def mode(self) -> str:
-        return self.suite.mode
-
-    @property
-    def engine(self) -> str:
-        return self.suite.engine
-
     def prepare(self) -> None:
         prepare = getattr(self.suite, "prepare", None)
         if prepare is not None:

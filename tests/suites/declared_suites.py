@@ -12,20 +12,9 @@ import time
 import torch
 
 from distcheck.suites.declare import Op, declare_suite
+from tests.parity.torch_functions import WrongScale
 
 SLEEP = 30.0
-
-
-class WrongSquare(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * 3 * x  # should be 2 x
 
 
 def vectors(dtype):
@@ -47,10 +36,10 @@ suite = declare_suite(
     "declared",
     [
         Op("sin", torch.sin, vectors, dtypes=("float64", "complex128")),
-        Op("wrong", WrongSquare.apply, vectors, checks=("grad",)),
+        Op("wrong", WrongScale.apply, vectors, checks=("grad",)),
         Op("sleepy", slow_sin, vectors, checks=("grad",)),
         Op("skipped", torch.cos, vectors, skip={"*": "not today"}),
-        Op("expected", WrongSquare.apply, vectors, checks=("grad",), xfail={"grad": "wrong on purpose"}),
+        Op("expected", WrongScale.apply, vectors, checks=("grad",), xfail={"grad": "wrong on purpose"}),
     ],
 )
 broken_samples = declare_suite("broken-samples", [Op("broken", torch.sin, broken)])

@@ -72,7 +72,7 @@ def test_module_name_specs(spec, name, mode):
 def test_a_suite_pickles_as_its_spec_and_is_rebuilt_once_per_process():
     suite = get_suite(SPEC)
     data = pickle.dumps(suite)
-    assert b"WrongSquare" not in data and len(data) < 400  # the spec and mode, not the functions
+    assert b"WrongScale" not in data and len(data) < 400  # the spec and mode, not the functions
     again = pickle.loads(data)
     assert isinstance(again, LoadedSuite) and again.spec == SPEC and again.mode == "fast"
     assert again.suite is declared_suites.suite  # the module's object itself
