@@ -44,6 +44,7 @@ __all__ = [
     "SuiteSource",
     "UsageError",
     "get_suite",
+    "spec_of",
     "suite_names",
     "suite_sources",
 ]
@@ -84,3 +85,10 @@ def get_suite(name: str, mode: str = "fast") -> Suite:
         known = ", ".join(suite_names())
         raise UsageError(f"unknown suite {name!r} (known: {known}; or MODULE:NAME for a suite in any module)")
     return load(installed[0], mode)
+
+
+def spec_of(suite: Suite) -> str:
+    """What ``get_suite`` (``--suite``) takes to load ``suite`` again: its name for a built-in
+    or installed suite, ``MODULE:NAME`` for one loaded from a module. A report records it so
+    that a rerun or a resume finds the suite."""
+    return getattr(suite, "spec", suite.name)

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from distcheck import cli
-from distcheck.suites import SuiteLoadError, UsageError, get_suite, suite_names, suite_sources
+from distcheck.suites import SuiteLoadError, UsageError, get_suite, spec_of, suite_names, suite_sources
 from distcheck.suites.declare import DeclaredSuite
 from distcheck.suites.loading import ENTRY_POINT_GROUP, LoadedSuite, is_spec
 from tests.suites import declared_suites
@@ -67,6 +67,14 @@ def test_module_name_specs(spec, name, mode):
     assert (suite.name, suite.mode, suite.spec) == (name, mode, spec)
     assert suite.source.origin == "module"
     assert next(iter(suite.cases(cli.Selection(checks=("grad",))))).id.suite == name
+
+
+@pytest.mark.parametrize("spec", ["torch-opinfo", "example-functions", SPEC, "tests.suites.declared_suites:SinSuite"])
+def test_the_spec_of_a_suite_loads_it_again(spec):
+    suite = get_suite(spec, "slow")
+    assert spec_of(suite) == spec
+    again = get_suite(spec_of(suite), "slow")
+    assert (again.name, again.mode) == (suite.name, suite.mode)
 
 
 def test_a_suite_pickles_as_its_spec_and_is_rebuilt_once_per_process():
