@@ -88,7 +88,8 @@ def _built(source: SuiteSource, mode: str) -> Any:
             f"suite {source.name!r} ({source.origin}, {source.target}) is not a suite: a {type(suite).__name__} "
             f"without {', '.join(missing)} (expected a Suite class, a factory taking the mode, or a suite object)"
         )
-    if source.name != source.target and suite.name != source.name:
+    installed = source.name != source.target  # a MODULE:NAME spec is its own target
+    if installed and suite.name != source.name:
         raise SuiteLoadError(
             f"suite {source.name!r} ({source.origin}, {source.target}) is a suite named {suite.name!r}: an installed "
             "suite's entry-point name must be its name (its case ids and reports use it to find it again)"
