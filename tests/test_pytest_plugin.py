@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import pathlib
+import pwd
 import re
 import subprocess
 import sys
@@ -164,6 +166,36 @@ def test_with_xdist_and_ray_without_an_address_a_warning(pytester, monkeypatch):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--distcheck-executor", "ray")
     result.assert_outcomes(passed=1)
     assert "every xdist worker starts a local Ray of its own" in result.stdout.str()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_with_xdist_and_an_address_every_worker_joins_that_ray(pytester, ray_cluster, monkeypatch):  # noqa: F811
+    pytest.importorskip("xdist")
+    address = ray_cluster.get_runtime_context().gcs_address
+    monkeypatch.setenv("EXPECTED_RAY", address)
+    token = pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir, ".ray", "auth_token")  # pytester moved $HOME
+    if token.exists() and "RAY_AUTH_TOKEN_PATH" not in os.environ:
+        monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    pytester.makepyfile(
+        """
+        import os
+        import ray
+        import torch
+
+        def test_a():
+            x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(torch.sinh, (x,))
+            assert ray.get_runtime_context().gcs_address == os.environ["EXPECTED_RAY"]
+
+        test_b = test_a
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--distcheck-torch", "--distcheck-address", address
+    )
+    result.assert_outcomes(passed=2)
+    assert "distcheck: 2 gradient check(s) ran through distcheck (ray) over 2 xdist workers" in result.stdout.str()
 
 
 @pytest.mark.ray
