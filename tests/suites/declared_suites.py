@@ -1,8 +1,9 @@
 """Declared suites the tests load by ``MODULE:NAME`` (importable in Ray workers as well).
 
 ``suite``: a correct op, a wrong backward (fails), an op that sleeps ``SLEEP`` seconds on its
-second sample (for timeouts), a skipped and an expected-to-fail op. ``broken_samples``: an op
-whose sample generator raises. Also a Suite class and a factory, for the loader's tests.
+second sample (for timeouts), a skipped and an expected-to-fail op. ``large``: a case worth
+splitting in slow mode, and a wrong one. ``broken_samples``: an op whose sample generator
+raises. Also a Suite class and a factory, for the loader's tests.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ SLEEP = 30.0
 def vectors(dtype):
     yield torch.randn(4, dtype=dtype, requires_grad=True)
     yield torch.randn(2, 3, dtype=dtype, requires_grad=True)
+
+
+def big(dtype):
+    yield torch.linspace(0.1, 0.9, 1500, dtype=dtype).requires_grad_()
 
 
 def slow_sin(x):
@@ -41,6 +46,10 @@ suite = declare_suite(
         Op("skipped", torch.cos, vectors, skip={"*": "not today"}),
         Op("expected", WrongScale.apply, vectors, checks=("grad",), xfail={"grad": "wrong on purpose"}),
     ],
+)
+large = declare_suite(  # for split cases (slow mode)
+    "large",
+    [Op("big", torch.sin, big, checks=("grad",)), Op("wrong", WrongScale.apply, big, checks=("grad",))],
 )
 broken_samples = declare_suite("broken-samples", [Op("broken", torch.sin, broken)])
 
