@@ -11,9 +11,12 @@ CHECK_ARGS ?=
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+EXAMPLE := examples/autograd-functions
+
+$(STAMP): pyproject.toml constraints.txt $(EXAMPLE)/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[all]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e $(EXAMPLE)
 	touch $(STAMP)
 
 # pytest exits 5 when it collects no test: that is not a failure; every other status is.
@@ -24,8 +27,8 @@ check-local: $(STAMP)
 	$(PY) -m distcheck run --suite torch-opinfo --checks grad,gradgrad $(CHECK_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check distcheck tests benchmarks cluster
-	$(VENV)/bin/ruff format --check distcheck tests benchmarks cluster
+	$(VENV)/bin/ruff check distcheck tests benchmarks cluster examples
+	$(VENV)/bin/ruff format --check distcheck tests benchmarks cluster examples
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

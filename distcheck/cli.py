@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from distcheck.runner import hash_seed
-from distcheck.suites import CHECK_KINDS, MODES, Selection, UsageError, get_suite, suite_names
+from distcheck.suites import CHECK_KINDS, MODES, Selection, UsageError, get_suite, suite_sources
 
 USAGE_ERROR = 2
 DEFAULT_SUITE = "torch-opinfo"
@@ -49,7 +49,13 @@ def _positive(kind: type):
 
 
 def _selection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default=DEFAULT_SUITE, help=f"one of: {', '.join(suite_names())}")
+    parser.add_argument(
+        "--suite",
+        default=DEFAULT_SUITE,
+        metavar="SUITE",
+        help=f"a suite's name (`distcheck list --suites`; default {DEFAULT_SUITE}) or MODULE:NAME (a suite in any "
+        "importable module: a Suite class, a factory taking the mode, or a suite object)",
+    )
     parser.add_argument(
         "--mode",
         choices=MODES,
@@ -109,7 +115,24 @@ def parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="list a suite's case ids", description="List a suite's case ids.")
     _selection_arguments(listing)
+    _suites_argument(listing)
     return top
+
+
+def _suites_argument(listing: argparse.ArgumentParser) -> None:
+    listing.add_argument(
+        "--suites", action="store_true", help="list the suites instead (built-in and installed), with their origin"
+    )
+
+
+def _list_suites() -> int:
+    """Every suite ``--suite`` takes by name, where it comes from, and what it loads (nothing
+    is imported: a broken plugin shows up here and fails only when it is used)."""
+    sources = suite_sources()
+    width = max(len(source.name) for source in sources)
+    for source in sources:
+        print(f"{source.name:<{width}}  {source.origin} ({source.target})")
+    return 0
 
 
 def _selection(args: argparse.Namespace) -> Selection:
@@ -119,6 +142,8 @@ def _selection(args: argparse.Namespace) -> Selection:
 def _list(args: argparse.Namespace) -> int:
     from distcheck.runner import select
 
+    if args.suites:
+        return _list_suites()
     count = 0
     for case in select(get_suite(args.suite, args.mode), _selection(args), args.max_cases):
         count += 1

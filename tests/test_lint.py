@@ -17,6 +17,9 @@ def test_ruff_is_clean():
     if ruff is None:
         pytest.skip("ruff is not installed")
     result = subprocess.run(
-        [ruff, "check", "distcheck", "tests", "benchmarks", "cluster"], cwd=ROOT, capture_output=True, text=True
+        [ruff, "check", "distcheck", "tests", "benchmarks", "cluster", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr

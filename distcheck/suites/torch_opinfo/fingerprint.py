@@ -23,7 +23,12 @@ _SPARSE_COMPONENTS = {
 
 def fingerprint(sample) -> str:
     """The fingerprint (16 hex digits) of an OpInfo sample: its input, args and kwargs."""
-    return structure_fingerprint((sample.input, tuple(sample.args), dict(sample.kwargs)), torch.Tensor, _feed_tensor)
+    return values_fingerprint((sample.input, tuple(sample.args), dict(sample.kwargs)))
+
+
+def values_fingerprint(values) -> str:
+    """The fingerprint (16 hex digits) of any structure of torch tensors and plain values."""
+    return structure_fingerprint(values, torch.Tensor, _feed_tensor)
 
 
 def _feed_tensor(digest, tensor: torch.Tensor) -> None:

@@ -1,0 +1,223 @@
+"""The pytest plugin: inert by default; --distcheck-executor / --distcheck-address set where
+distcheck's checks run; --distcheck-torch puts distcheck's checks in place of torch's for the
+session (same signature, verdicts, exception types) and restores them; the summary line."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pathlib
+import pwd
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import distcheck.api
+
+pytest_plugins = ["pytester"]
+
+ORIGINAL = (torch.autograd.gradcheck, torch.autograd.gradgradcheck, distcheck.api.resolve)
+WRONG_BACKWARD = """
+import importlib
+
+import pytest
+import torch
+from torch.autograd import gradcheck, gradgradcheck  # imported after the plugin patched them
+from torch.autograd.gradcheck import GradcheckError  # torch's exception type (from the module)
+
+
+class WrongSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x
+
+
+def test_wrong_backward_fails_with_torchs_exception_type():
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(GradcheckError, match="Jacobian mismatch") as raised:
+        torch.autograd.gradcheck(WrongSquare.apply, (x,))
+    assert type(raised.value).__name__ == "TorchGradcheckError"  # distcheck's, which is also torch's
+    assert gradcheck(WrongSquare.apply, (x,), raise_exception=False) is False
+
+
+def test_correct_functions_pass_every_way_torch_is_called():
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    module = importlib.import_module("torch.autograd.gradcheck")
+    assert gradcheck.distcheck and module.gradcheck.distcheck and module.gradgradcheck.distcheck
+    assert torch.autograd.gradcheck(torch.sinh, (x,), fast_mode=True)
+    assert gradgradcheck(lambda a: a.tanh() * a, (x,))
+    with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
+        torch.autograd.gradcheck(torch.sinh, (x.detach(),))
+"""
+
+
+def _run(pytester, *args):
+    """Run pytest in this process with ``args``; the plugin's changes must be undone after."""
+    environment = {name: os.environ.get(name) for name in ("DISTCHECK_EXECUTOR", "DISTCHECK_RAY_ADDRESS")}
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    assert (torch.autograd.gradcheck, torch.autograd.gradgradcheck, distcheck.api.resolve) == ORIGINAL
+    assert importlib.import_module("torch.autograd.gradcheck").gradcheck is ORIGINAL[0]
+    assert {name: os.environ.get(name) for name in environment} == environment
+    return result
+
+
+def _summary(result) -> tuple[str, int, int]:
+    lines = [line for line in result.outlines if line.startswith("distcheck: ")]
+    assert len(lines) == 1, result.outlines
+    found = re.fullmatch(
+        r"distcheck: (\d+) gradient check\(s\) ran through distcheck \((\w+)\), in (\d+) task\(s\)", lines[0]
+    )
+    assert found, lines[0]
+    return found.group(2), int(found.group(1)), int(found.group(3))
+
+
+def test_inert_unless_asked(pytester):
+    pytester.makepyfile(
+        """
+        import os
+        import torch
+
+        def test_untouched():
+            assert not getattr(torch.autograd.gradcheck, "distcheck", False)
+            assert "DISTCHECK_EXECUTOR" not in os.environ
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1)
+    assert not any(line.startswith("distcheck: ") for line in result.outlines)
+
+
+def test_loading_the_plugin_imports_neither_torch_nor_ray():
+    code = "import sys, distcheck.pytest_plugin; print(sorted({'torch', 'ray'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_torch_checks_through_distcheck_in_process(pytester):
+    pytester.makepyfile(WRONG_BACKWARD)
+    result = _run(pytester, "--distcheck-torch")
+    result.assert_outcomes(passed=2)
+    where, checks, tasks = _summary(result)
+    # gradcheck (raises), gradcheck (False), then gradcheck, gradgradcheck and a refused check
+    assert (where, checks) == ("serial", 5) and tasks >= 4
+
+
+def test_executor_option_sets_where_distcheck_checks_run(pytester):
+    pytester.makepyfile(
+        """
+        import os
+        import torch
+        import distcheck
+
+        def test_env():
+            assert os.environ["DISTCHECK_EXECUTOR"] == "serial"
+            assert not getattr(torch.autograd.gradcheck, "distcheck", False)  # torch's are left alone
+            x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+            assert distcheck.gradcheck(torch.sin, (x,)) and torch.autograd.gradcheck(torch.sin, (x,))
+        """
+    )
+    result = _run(pytester, "--distcheck-executor", "serial")
+    result.assert_outcomes(passed=1)
+    assert _summary(result)[:2] == ("serial", 1)
+
+
+def test_the_environment_variable_still_chooses_the_executor(pytester, monkeypatch):
+    monkeypatch.setenv("DISTCHECK_EXECUTOR", "serial")
+    pytester.makepyfile(WRONG_BACKWARD)
+    result = _run(pytester, "--distcheck-torch", "-k", "correct")
+    result.assert_outcomes(passed=1, deselected=1)
+    assert _summary(result)[:2] == ("serial", 3)
+
+
+def test_an_address_needs_ray(pytester):
+    pytester.makepyfile("def test_nothing(): pass")
+    result = _run(pytester, "--distcheck-executor", "serial", "--distcheck-address", "auto")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--distcheck-address needs --distcheck-executor ray*"])
+
+
+@pytest.mark.slow
+def test_with_xdist_the_counts_of_every_worker_are_summed(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(WRONG_BACKWARD)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--distcheck-torch")
+    result.assert_outcomes(passed=2)
+    assert any(
+        line.startswith("distcheck: 5 gradient check(s) ran through distcheck (serial) over 2 xdist workers")
+        for line in result.outlines
+    ), result.outlines
+
+
+@pytest.mark.slow
+def test_with_xdist_and_ray_without_an_address_a_warning(pytester, monkeypatch):
+    pytest.importorskip("xdist")
+    for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--distcheck-executor", "ray")
+    result.assert_outcomes(passed=1)
+    assert "every xdist worker starts a local Ray of its own" in result.stdout.str()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_with_xdist_and_an_address_every_worker_joins_that_ray(pytester, ray_cluster, monkeypatch):  # noqa: F811
+    pytest.importorskip("xdist")
+    address = ray_cluster.get_runtime_context().gcs_address
+    monkeypatch.setenv("EXPECTED_RAY", address)
+    token = pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir, ".ray", "auth_token")  # pytester moved $HOME
+    if token.exists() and "RAY_AUTH_TOKEN_PATH" not in os.environ:
+        monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    pytester.makepyfile(
+        """
+        import os
+        import ray
+        import torch
+
+        def test_a():
+            x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(torch.sinh, (x,))
+            assert ray.get_runtime_context().gcs_address == os.environ["EXPECTED_RAY"]
+
+        test_b = test_a
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--distcheck-torch", "--distcheck-address", address
+    )
+    result.assert_outcomes(passed=2)
+    assert "distcheck: 2 gradient check(s) ran through distcheck (ray) over 2 xdist workers" in result.stdout.str()
+
+
+@pytest.mark.ray
+def test_torch_checks_on_ray(pytester, ray_cluster):  # noqa: F811
+    """On the session's Ray (joined again: it is initialized); the test module's autograd
+    Function travels by value (the workers started before the module existed)."""
+    pytester.makepyfile(
+        WRONG_BACKWARD
+        + """
+
+def test_on_ray():
+    import distcheck.api
+
+    assert distcheck.api.resolve(None).name == "ray"
+    x = torch.randn(30, 20, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch.sinh, (x,))
+"""
+    )
+    result = _run(pytester, "--distcheck-torch", "--distcheck-executor", "ray")
+    result.assert_outcomes(passed=3)
+    where, checks, tasks = _summary(result)
+    assert (where, checks) == ("ray", 7) and tasks >= 5
+
+
+from tests.executors.conftest import ray_cluster  # noqa: E402, F401 (the session's Ray)
