@@ -28,7 +28,6 @@ def _pyplot():
     return plt
 
 
-
 def excess(blocks: CaseBlocks) -> np.ndarray:
     """log10 of |analytical − numerical| over the allowed difference (> 0: outside the tolerance)."""
     difference = np.abs(blocks.analytical - blocks.numerical)
@@ -100,11 +99,14 @@ def caption(blocks: CaseBlocks) -> str:
     """What the pictures show, in words (window, worst element)."""
     rows, columns = blocks.shape
     shown_rows, shown_columns = blocks.numerical.shape
-    part = f", {blocks.part} part of complex {'inputs' if blocks.mode == 'forward' else 'outputs'}" if blocks.part else ""
+    part = (
+        f", {blocks.part} part of complex {'inputs' if blocks.mode == 'forward' else 'outputs'}" if blocks.part else ""
+    )
     where = (
         f"the whole {rows} × {columns} block"
         if (shown_rows, shown_columns) == (rows, columns)
-        else f"rows {blocks.row0}–{blocks.row0 + shown_rows - 1}, columns {blocks.col0}–{blocks.col0 + shown_columns - 1} "
+        else f"rows {blocks.row0}–{blocks.row0 + shown_rows - 1}, "
+        f"columns {blocks.col0}–{blocks.col0 + shown_columns - 1} "
         f"of a {rows} × {columns} block (a window around the worst element)"
     )
     return (

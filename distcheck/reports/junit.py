@@ -5,7 +5,7 @@ command), one ``<testcase classname="<suite>.<op>" name="<check>[<dtype>-sample<
 ``<failure>`` (type GradcheckError) / ``<error>`` (the exception class, or Timeout) carry the
 message and the reproducer command, ``<skipped>`` the reason of skipped and xfail cases. The
 file is written as a stream (a 45,000-case run), and validates against the JUnit schema Jenkins'
-xunit plugin uses (``junit-10.xsd``; GitLab reads the same elements).
+xunit plugin uses (``junit-10.xsd``).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def _calls(built: BuiltCase) -> list[str]:
             f"    assert re.search({error.pattern!r}, str(e)), e",
             '    print("raised the expected error")',
             "else:",
-            f'    raise AssertionError("expected {error.type.__name__} matching {error.pattern!r}, but the checks passed")',
+            f"    raise AssertionError({f'expected {error}, but the checks passed'!r})",
         ]
     return lines
 

@@ -39,7 +39,9 @@ def _ids(comparison, group):
 
 
 def test_groups(tmp_path):
-    comparison = compare(load_run(write_report(tmp_path / "o.json", OLD)), load_run(write_report(tmp_path / "n.json", NEW)))
+    comparison = compare(
+        load_run(write_report(tmp_path / "o.json", OLD)), load_run(write_report(tmp_path / "n.json", NEW))
+    )
     assert _ids(comparison, "new_failures") == ["a", "f", "g"]
     assert _ids(comparison, "fixed") == ["b"]
     assert _ids(comparison, "still_failing") == ["c"]
@@ -66,7 +68,9 @@ def test_exit_statuses_and_formats(tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", old, new, "--format", "markdown", "--fail-on", "none"]) == 0
     markdown = capsys.readouterr().out
-    assert "### New failures (3)" in markdown and "| `torch-opinfo::a::float64::sample0::grad` | pass → fail |" in markdown
+    assert (
+        "### New failures (3)" in markdown and "| `torch-opinfo::a::float64::sample0::grad` | pass → fail |" in markdown
+    )
     assert main(["compare", old, new, "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["counts"]["new_failures"] == 3 and data["groups"]["added"][0]["new"] == "fail"

@@ -19,7 +19,9 @@ SCHEMA = xmlschema.XMLSchema(str(Path(__file__).with_name("junit.xsd")))
 
 def _xml(records_, info=None) -> str:
     out = io.StringIO()
-    run = LoadedRun("r.json", info or {"suite": "torch-opinfo", "mode": "slow", "command": ["distcheck", "run"]}, records_)
+    run = LoadedRun(
+        "r.json", info or {"suite": "torch-opinfo", "mode": "slow", "command": ["distcheck", "run"]}, records_
+    )
     junit.write(out, run.records, junit.properties(run), lambda r: f"repro {r.id}")
     return out.getvalue()
 

@@ -28,7 +28,9 @@ def _run(tmp_path, script: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_a_failing_tensorplay_case_fails_with_the_runs_message(tmp_path, capsys):
     case = "tensorplay-opinfo::mm::complex128::sample0::grad"
-    verdict, message = judge(get_suite("tensorplay-opinfo").build(CaseId.parse(case)), distcheck_checker(SerialExecutor()))
+    verdict, message = judge(
+        get_suite("tensorplay-opinfo").build(CaseId.parse(case)), distcheck_checker(SerialExecutor())
+    )
     assert verdict == "fail" and message.startswith("While considering the imaginary part")
     script = _script(capsys, ["mm::complex128::sample0::grad", "--suite", "tensorplay-opinfo"])
     assert "from distcheck import gradcheck, gradgradcheck" in script and "    fast_mode=True," in script
