@@ -13,6 +13,7 @@ import io
 
 import numpy as np
 
+from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.artifacts import CaseBlocks
 
 DPI = 72
@@ -28,7 +29,7 @@ def _pyplot():
     return plt
 
 
-def excess(blocks: CaseBlocks) -> np.ndarray:
+def excess(blocks: FailureBlocks) -> np.ndarray:
     """log10 of |analytical − numerical| over the allowed difference (> 0: outside the tolerance)."""
     difference = np.abs(blocks.analytical - blocks.numerical)
     allowed = blocks.atol + blocks.rtol * np.abs(blocks.numerical)
@@ -37,7 +38,7 @@ def excess(blocks: CaseBlocks) -> np.ndarray:
     return np.nan_to_num(ratio, nan=np.inf, posinf=np.inf, neginf=-12.0)
 
 
-def _panels(blocks: CaseBlocks) -> list[tuple[str, np.ndarray, str]]:
+def _panels(blocks: FailureBlocks) -> list[tuple[str, np.ndarray, str]]:
     n, a = blocks.numerical, blocks.analytical
     if np.iscomplexobj(n) or np.iscomplexobj(a):
         values = [
@@ -71,15 +72,15 @@ def _draw(plt, axis, blocks: CaseBlocks, title: str, data: np.ndarray, kind: str
     worst_row, worst_column = blocks.worst
     axis.plot([worst_column], [worst_row], marker="s", markersize=9, markerfacecolor="none", color="#ff00ff", mew=2)
     axis.set_title(title, fontsize=9)
-    axis.set_xlabel(f"column (output {blocks.output_index} element)", fontsize=8)
-    axis.set_ylabel(f"row (input {blocks.input_index} element)", fontsize=8)
+    axis.set_xlabel(f"column (output {blocks.window.output_index} element)", fontsize=8)
+    axis.set_ylabel(f"row (input {blocks.window.input_index} element)", fontsize=8)
     axis.tick_params(labelsize=7)
 
 
 def figure_png(blocks: CaseBlocks) -> bytes:
     """The heatmaps of ``blocks`` as one PNG."""
     plt = _pyplot()
-    panels = _panels(blocks)
+    panels = _panels(blocks.window)
     finite = [np.abs(d[np.isfinite(d)]) for _, d, kind in panels if kind == "values"]
     limit = max((float(x.max()) for x in finite if x.size), default=1.0) or 1.0
     columns = 3 if len(panels) == 3 else 5
@@ -98,9 +99,10 @@ def figure_png(blocks: CaseBlocks) -> bytes:
 def caption(blocks: CaseBlocks) -> str:
     """What the pictures show, in words (window, worst element)."""
     rows, columns = blocks.shape
-    shown_rows, shown_columns = blocks.numerical.shape
+    window = blocks.window
+    shown_rows, shown_columns = window.numerical.shape
     part = (
-        f", {blocks.part} part of complex {'inputs' if blocks.mode == 'forward' else 'outputs'}" if blocks.part else ""
+        f", {window.part} part of complex {'inputs' if window.mode == 'forward' else 'outputs'}" if window.part else ""
     )
     where = (
         f"the whole {rows} × {columns} block"
@@ -110,7 +112,7 @@ def caption(blocks: CaseBlocks) -> str:
         f"of a {rows} × {columns} block (a window around the worst element)"
     )
     return (
-        f"Jacobian of output {blocks.output_index} with respect to input {blocks.input_index} "
-        f"({blocks.mode} mode{part}): {where}; largest violation (magenta square) at row {blocks.worst[0]}, "
-        f"column {blocks.worst[1]}; atol {blocks.atol:g}, rtol {blocks.rtol:g}."
+        f"Jacobian of output {window.output_index} with respect to input {window.input_index} "
+        f"({window.mode} mode{part}): {where}; largest violation (magenta square) at row {blocks.worst[0]}, "
+        f"column {blocks.worst[1]}; atol {window.atol:g}, rtol {window.rtol:g}."
     )

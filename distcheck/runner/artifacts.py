@@ -12,13 +12,13 @@ dropped.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import math
 import os
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,39 +28,35 @@ from distcheck.reduce.failure_blocks import FailureBlocks
 MAX_BYTES = 2**20  # both blocks of a case together
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class CaseBlocks:
-    """The blocks of a failed case as kept: ``numerical`` and ``analytical`` are the window
-    ``[row0:row0+h, col0:col0+w]`` of blocks of ``shape`` (the whole blocks when they fit);
-    ``worst``: the (row, column) of the largest violation in the whole block."""
+    """The blocks of a failed case as kept: ``window`` holds the blocks' rows
+    ``row0 : row0 + height`` and columns ``col0 : col0 + width`` (the whole blocks when they fit)
+    of blocks of ``shape``; ``worst``: the (row, column) of the largest violation in the whole."""
 
-    output_index: int
-    input_index: int
-    numerical: np.ndarray
-    analytical: np.ndarray
-    atol: float
-    rtol: float
+    window: FailureBlocks
     shape: tuple[int, int]
     row0: int
     col0: int
     worst: tuple[int, int]
-    part: str = ""
-    mode: str = "backward"
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The ``.npz`` contents."""
-        return {name: np.asarray(getattr(self, name)) for name in self.__dataclass_fields__}
+        """The ``.npz`` contents (no pickled objects: ``part`` None is stored as "")."""
+        kept = {f.name: getattr(self.window, f.name) for f in dataclasses.fields(FailureBlocks)}
+        kept["part"] = kept["part"] or ""
+        kept.update(shape=self.shape, row0=self.row0, col0=self.col0, worst=self.worst)
+        return {name: np.asarray(value) for name, value in kept.items()}
 
     @classmethod
     def from_arrays(cls, arrays) -> CaseBlocks:
-        def value(name):
+        def value(name: str):
             x = arrays[name]
-            return x if x.ndim == 2 or name in ("shape", "worst") else x.item()
+            return x if x.ndim else x.item()
 
-        fields = {name: value(name) for name in cls.__dataclass_fields__}
-        fields["shape"] = tuple(int(v) for v in fields["shape"])
-        fields["worst"] = tuple(int(v) for v in fields["worst"])
-        return cls(**fields)
+        window = {f.name: value(f.name) for f in dataclasses.fields(FailureBlocks)}
+        window["part"] = window["part"] or None
+        pair = lambda name: tuple(int(v) for v in arrays[name])  # noqa: E731
+        return cls(FailureBlocks(**window), pair("shape"), value("row0"), value("col0"), pair("worst"))
 
 
 def _worst(blocks: FailureBlocks) -> tuple[int, int]:
@@ -86,21 +82,15 @@ def bounded(blocks: FailureBlocks, max_bytes: int = MAX_BYTES) -> CaseBlocks:
     height = min(rows, budget // width)
     width = min(columns, budget // height)
     row0, col0 = _span(worst[0], height, rows), _span(worst[1], width, columns)
-    window = (slice(row0, row0 + height), slice(col0, col0 + width))
-    return CaseBlocks(
-        blocks.output_index,
-        blocks.input_index,
-        np.ascontiguousarray(blocks.numerical[window]),
-        np.ascontiguousarray(blocks.analytical[window]),
-        float(blocks.atol),
-        float(blocks.rtol),
-        (rows, columns),
-        row0,
-        col0,
-        worst,
-        blocks.part or "",
-        blocks.mode,
+    cut = (slice(row0, row0 + height), slice(col0, col0 + width))
+    window = dataclasses.replace(
+        blocks,
+        numerical=np.ascontiguousarray(blocks.numerical[cut]),
+        analytical=np.ascontiguousarray(blocks.analytical[cut]),
+        atol=float(blocks.atol),
+        rtol=float(blocks.rtol),
     )
+    return CaseBlocks(window, (rows, columns), row0, col0, worst)
 
 
 def file_name(case_id: str) -> str:

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import distcheck
+from tests.parity.torch_functions import MissingConjugate, NoisyBackward
 from tests.runner.fake_suite import FUNCTIONS
 
 
@@ -25,37 +26,15 @@ def test_a_mismatch_carries_the_full_blocks(fast_mode):
 
 
 def test_the_part_of_a_complex_output():
-    z = torch.randn(2, dtype=torch.complex128, requires_grad=True)
-
-    class Conjugated(torch.autograd.Function):  # the derivative without its conjugation
-        @staticmethod
-        def forward(ctx, z):
-            ctx.save_for_backward(z)
-            return z * z
-
-        @staticmethod
-        def backward(ctx, grad):
-            (z,) = ctx.saved_tensors
-            return grad * 2 * z
-
+    z, w = (torch.randn(2, dtype=torch.complex128, requires_grad=True) for _ in range(2))
     with pytest.raises(distcheck.GradcheckError) as raised:
-        distcheck.gradcheck(Conjugated.apply, (z,), fast_mode=False)
+        distcheck.gradcheck(MissingConjugate.apply, (z, w), fast_mode=False)
     blocks = raised.value.blocks
     assert blocks.part in ("real", "imag") and np.iscomplexobj(blocks.numerical)
-
-
-class _Noisy(torch.autograd.Function):  # a backward that differs from run to run
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2 + 1e-3 * torch.rand_like(grad)
 
 
 def test_other_failures_carry_no_blocks():
     x = torch.randn(3, dtype=torch.float64, requires_grad=True)
     with pytest.raises(distcheck.GradcheckError, match="not reentrant") as raised:
-        distcheck.gradcheck(_Noisy.apply, (x,), fast_mode=False)
+        distcheck.gradcheck(NoisyBackward.apply, (x,), fast_mode=False)
     assert not hasattr(raised.value, "blocks")

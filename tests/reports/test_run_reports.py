@@ -58,6 +58,6 @@ def test_workers_on_ray_send_the_blocks_and_the_driver_stores_them(ray_cluster, 
     assert all(r.blocks and os.path.exists(tmp_path / "blocks" / r.blocks) for r in wrong)
     assert all(r.blocks is None for r in result.records if r.case.op == "sin")
     kept = artifacts.load(str(tmp_path / "blocks" / wrong[0].blocks))
-    assert kept.shape == kept.numerical.shape and kept.analytical.shape == kept.numerical.shape
+    assert kept.shape == kept.window.numerical.shape == kept.window.analytical.shape
     run = load_run(run_folder(tmp_path / "folder"))  # and a page of them
     html.write_file(str(tmp_path / "r.html"), run)

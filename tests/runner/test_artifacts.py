@@ -18,16 +18,10 @@ def test_small_blocks_are_kept_whole_and_read_back(tmp_path):
     with artifacts.storing(str(tmp_path)):
         name = artifacts.store("torch-opinfo::mm::complex128::sample0::grad", kept)
     again = artifacts.load(str(tmp_path / name))
-    np.testing.assert_array_equal(again.numerical, made.numerical)
-    np.testing.assert_array_equal(again.analytical, made.analytical)
-    assert (again.atol, again.rtol, again.part, again.mode, again.worst, again.shape) == (
-        1e-5,
-        1e-3,
-        "",
-        "backward",
-        (2, 3),
-        (6, 5),
-    )
+    np.testing.assert_array_equal(again.window.numerical, made.numerical)
+    np.testing.assert_array_equal(again.window.analytical, made.analytical)
+    assert again.window.part is None and again.window.mode == "backward"
+    assert (again.window.atol, again.window.rtol, again.worst, again.shape) == (1e-5, 1e-3, (2, 3), (6, 5))
 
 
 @pytest.mark.parametrize(("rows", "columns"), [(3000, 2000), (50, 100_000), (100_000, 3)])
@@ -37,11 +31,13 @@ def test_large_blocks_keep_a_window_around_the_worst_element_within_a_megabyte(r
     worst = (rows - 2, columns // 3)
     analytical[worst] = 1.0
     kept = artifacts.bounded(artifacts.FailureBlocks(0, 1, numerical, analytical, 1e-5, 1e-3))
-    assert kept.numerical.nbytes + kept.analytical.nbytes <= artifacts.MAX_BYTES
-    assert kept.numerical.nbytes + kept.analytical.nbytes > artifacts.MAX_BYTES // 2  # not needlessly small
-    height, width = kept.numerical.shape
+    window = kept.window
+    assert window.numerical.nbytes + window.analytical.nbytes <= artifacts.MAX_BYTES
+    assert window.numerical.nbytes + window.analytical.nbytes > artifacts.MAX_BYTES // 2  # not needlessly small
+    assert (window.output_index, window.input_index) == (0, 1)
+    height, width = window.numerical.shape
     assert kept.row0 <= worst[0] < kept.row0 + height and kept.col0 <= worst[1] < kept.col0 + width
-    assert kept.analytical[worst[0] - kept.row0, worst[1] - kept.col0] == 1.0
+    assert window.analytical[worst[0] - kept.row0, worst[1] - kept.col0] == 1.0
     assert kept.worst == worst and kept.shape == (rows, columns)
 
 
