@@ -3,16 +3,22 @@
     distcheck run --suite torch-opinfo --checks grad,gradgrad          # local Ray, all cores
     distcheck run --ops nn.functional.conv2d --mode slow --serial      # in this process
     distcheck list --ops add --checks grad
+    distcheck compare last-night/ tonight/ --format markdown     # what changed between two runs
+    distcheck repro 'torch-opinfo::mm::complex128::sample0::grad' > repro.py   # one case, standalone
+    distcheck report tonight/ --html report.html --junit junit.xml             # reports of a past run
 
 Exit status: 0 when every case passed (or was skipped / expected to fail), 1 when a case
 failed, errored or timed out, 2 for usage errors (unknown suite, check, dtype or op names,
-nothing selected).
+nothing selected). ``compare`` exits 1 when NEW has a new failure (see ``--fail-on``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import tempfile
 
 from distcheck.runner import hash_seed
 from distcheck.suites import CHECK_KINDS, MODES, Selection, UsageError, get_suite, suite_sources
@@ -80,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
 
     top = argparse.ArgumentParser(prog="distcheck", description="Distributed gradient checking of operator suites.")
     top.add_argument("--version", action="version", version=f"distcheck {distcheck.__version__}")
-    commands = top.add_subparsers(dest="command", required=True, metavar="{run,list}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="{run,list,compare,repro,report}")
 
     run = commands.add_parser("run", help="run a suite's gradient checks", description="Run a suite's checks.")
     _selection_arguments(run)
@@ -112,10 +118,12 @@ def parser() -> argparse.ArgumentParser:
         help="a previous run's JSON report (or run folder, or {case id: seconds}): on Ray, dispatch the "
         "longest groups and cases first",
     )
+    _report_options(run)
 
     listing = commands.add_parser("list", help="list a suite's case ids", description="List a suite's case ids.")
     _selection_arguments(listing)
     _suites_argument(listing)
+    _report_commands(commands)
     return top
 
 
@@ -156,6 +164,11 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    with _blocks_kept(args) as blocks_folder:
+        return _run_suite(args, argv, blocks_folder)
+
+
+def _run_suite(args: argparse.Namespace, argv: list[str], blocks_folder: str | None) -> int:
     from distcheck.reports import console, json_report
     from distcheck.runner import RunOptions, run_suite
     from distcheck.runner.durations import load_durations
@@ -177,6 +190,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.json:
         json_report.write(result, args.json, ["distcheck", *argv])
         print(f"JSON report: {args.json}")
+    _write_reports(args, argv, result, blocks_folder)
     return 1 if result.failed else 0
 
 
@@ -191,13 +205,123 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "list":
             return _list(args)
+        if args.command in ("compare", "repro", "report"):
+            return _report_command(args)
         return _run(args, argv)
     except UsageError as e:
         print(f"distcheck: error: {e}", file=sys.stderr)
         return USAGE_ERROR
     except ImportError as e:
-        print(f"distcheck: error: suite {args.suite!r} needs a library that is not installed: {e}", file=sys.stderr)
+        print(
+            f"distcheck: error: {getattr(args, 'suite', None) or 'this command'!r} needs a library that is not "
+            f"installed: {e}",
+            file=sys.stderr,
+        )
         return USAGE_ERROR
     except KeyboardInterrupt:
         print("\ndistcheck: interrupted", file=sys.stderr)
         return 130
+
+
+# -- reports: compare, repro, report; --junit / --html of a run -----------------------------
+
+
+def _report_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--junit", metavar="FILE", help="also write JUnit XML (as pytest's xunit2) for a CI dashboard")
+    run.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an HTML report (one self-contained file: summary, filterable cases, heatmaps of failures)",
+    )
+
+
+def _report_commands(commands) -> None:
+    from distcheck.reports.compare import FAIL_ON, FORMATS
+
+    compare = commands.add_parser(
+        "compare",
+        help="what changed between two runs",
+        description="Compare two runs (each a JSON report or a run folder): new failures, fixed, still "
+        "failing, newly flaky, added, removed and much slower cases. Exit status 1 when NEW has a new failure "
+        "(--fail-on), 0 otherwise, 2 for usage errors.",
+    )
+    compare.add_argument("old", metavar="OLD", help="the earlier run: a JSON report or a run folder")
+    compare.add_argument("new", metavar="NEW", help="the later run: a JSON report or a run folder")
+    compare.add_argument("--format", choices=FORMATS, default="text", help="text (default), markdown or json")
+    compare.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default="new",
+        help="exit 1 when NEW has a new failure (new, default), any failing case (any), never (none)",
+    )
+    repro = commands.add_parser(
+        "repro",
+        help="print a standalone script that reproduces one case",
+        description="Print a Python script that rebuilds a case's inputs as the run did and makes its "
+        "gradcheck / gradgradcheck calls with the case's exact options.",
+    )
+    repro.add_argument("case", metavar="CASE_ID", help="suite::op::dtype::sampleN::check (the suite part optional)")
+    repro.add_argument("--suite", help="the suite, when CASE_ID has none (default torch-opinfo)")
+    repro.add_argument("--mode", choices=MODES, default="fast", help="the run's mode (default fast)")
+    report = commands.add_parser(
+        "report",
+        help="JUnit XML and HTML reports of a past run",
+        description="Write the reports of a past run (a JSON report or a run folder).",
+    )
+    report.add_argument("path", metavar="RUN", help="a JSON report or a run folder")
+    _report_options(report)
+
+
+@contextlib.contextmanager
+def _blocks_kept(args: argparse.Namespace):
+    """Where a run keeps its failure blocks: the run folder's ``blocks/`` (``--out``), else a
+    temporary folder while the HTML report needs them, else nowhere. Yields the folder holding
+    ``blocks/`` (or None)."""
+    from distcheck.runner import artifacts
+
+    out = getattr(args, "out", None)
+    if out is None and not args.html:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        folder = out if out is not None else stack.enter_context(tempfile.TemporaryDirectory(prefix="distcheck-"))
+        stack.enter_context(artifacts.storing(os.path.join(folder, "blocks")))
+        yield folder
+
+
+def _write_reports(args: argparse.Namespace, argv: list[str], result, blocks_folder: str | None) -> None:
+    if not (args.junit or args.html):
+        return
+    from distcheck.reports import json_report
+    from distcheck.reports.load import LoadedRun
+
+    info = json_report.report(result, ["distcheck", *argv])["summary"]
+    _write_files(args, LoadedRun(getattr(args, "out", None) or "this run", info, result.records, blocks_folder))
+
+
+def _write_files(args: argparse.Namespace, run) -> None:
+    from distcheck.reports import html, junit
+
+    if args.junit:
+        junit.write_file(args.junit, run)
+        print(f"JUnit XML: {args.junit}")
+    if args.html:
+        html.write_file(args.html, run)
+        print(f"HTML report: {args.html}")
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    from distcheck.reports import compare, repro
+    from distcheck.reports.load import load_run
+
+    if args.command == "repro":
+        print(repro.reproducer(args.case, args.suite, args.mode), end="")
+        return 0
+    if args.command == "report":
+        if not (args.junit or args.html):
+            raise UsageError("nothing to write: give --junit FILE and/or --html FILE")
+        _write_files(args, load_run(args.path))
+        return 0
+    comparison = compare.compare(load_run(args.old), load_run(args.new))
+    print(compare.formatted(comparison, args.format))
+    return comparison.exit_status(args.fail_on)

@@ -16,6 +16,7 @@ from distcheck.plan.planner import Plan
 from distcheck.plan.stages import Auxiliary, JacobianComparison, ProjectedComparison, ZeroNumericalJacobian
 from distcheck.plan.units import Unit
 from distcheck.reduce import jacobians, messages
+from distcheck.reduce.failure_blocks import FailureBlocks, attach
 
 RunMore = Callable[[Sequence[Unit]], Results]  # runs follow-up units (fast-mode failure explanations)
 
@@ -102,7 +103,7 @@ class Reducer:
             if a is None:
                 a = np.zeros_like(n)
             if not allclose(a, n, o.rtol, o.atol):
-                raise self.fail(self.mismatch(stage, a, n, k, i, o.atol))
+                raise attach(self.fail(self.mismatch(stage, a, n, k, i, o.atol)), self.blocks(stage, k, i, a, n))
 
     def projected_comparison(self, stage: ProjectedComparison) -> None:
         o, data = self.options, self.plan.subject.data
@@ -135,12 +136,20 @@ class Reducer:
                 a, n, v = pair(i, k)
                 atol = adjusted_atol(o.atol, u_sums, None if v is None else float(v.sum()))
                 if not allclose(a, n, o.rtol, atol):
-                    raise self.fail(self.mismatch(stage, a, n, k, i, atol) + self.explain(stage, i, k))
+                    explanation, blocks = self.explain(stage, i, k)
+                    raise attach(self.fail(self.mismatch(stage, a, n, k, i, atol) + explanation), blocks)
 
-    def explain(self, stage: ProjectedComparison, i: int, k: int) -> str:
-        """The full Jacobian blocks behind a failed projection (run now, in slow mode)."""
+    def blocks(self, stage, k: int, i: int, a, n) -> FailureBlocks:
+        """The compared blocks, for reports (``error.blocks``)."""
+        was_complex = stage.input_was_complex[i] if stage.mode == "forward" else stage.outputs[k].was_complex
+        part = stage.part if was_complex else None
+        return FailureBlocks(k, i, n, a, self.options.atol, self.options.rtol, part, stage.mode)
+
+    def explain(self, stage: ProjectedComparison, i: int, k: int) -> tuple[str, FailureBlocks | None]:
+        """The full Jacobian blocks behind a failed projection (run now, in slow mode): the
+        message's explanation, and the blocks."""
         if self.run_more is None:
-            return ""
+            return "", None
         numerical_unit, analytical_unit = stage.explain[(i, k)]
         results = self.run_more([numerical_unit, analytical_unit])
         try:
@@ -154,12 +163,13 @@ class Reducer:
             results.close()
         if a is None:
             a = np.zeros_like(n)
-        return messages.slow_mode_explanation(
+        explanation = messages.slow_mode_explanation(
             self.engine.format_block(n),
             self.engine.format_block(a),
             max_abs_difference(n, a),
             allclose(a, n, self.options.rtol, self.options.atol),
         )
+        return explanation, self.blocks(stage, k, i, a, n)
 
     def zero_numerical(self, stage: ZeroNumericalJacobian) -> None:
         for per_output in jacobians.numerical(self.value, stage.numerical, stage.numels):

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import TextIO
 
+from distcheck.reports import repro
 from distcheck.runner.records import BAD, VERDICTS, CaseRecord
 from distcheck.runner.runner import Listener, RunResult
 from distcheck.suites.base import CHECK_KINDS
@@ -133,6 +134,8 @@ def summary(result: RunResult) -> str:
             if len(message) > MESSAGE_LINES:
                 lines.append(f"      ... ({len(message) - MESSAGE_LINES} more lines)")
             lines.append(f"      rerun: {reproduce_command(r, result.mode)}")
+            if r.case.sample is not None:
+                lines.append(f"      repro: {repro.command(r, result.mode)}")
         if len(bad) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
     lines += ["", "FAILED" if result.failed else "OK"]

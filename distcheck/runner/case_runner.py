@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from distcheck.engines import get_engine
 from distcheck.executors.serial import SerialExecutor
+from distcheck.runner import artifacts
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
-from distcheck.runner.judge import Checker, distcheck_checker, judge
+from distcheck.runner.judge import Checker, distcheck_checker, judged
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 
@@ -23,13 +24,15 @@ SPLIT_VERDICT = "split"  # not a verdict of the run: "run me in chunks" (see run
 @dataclass(frozen=True)
 class Outcome:
     """What running a case where it landed gave: a verdict, or ``split``. ``fingerprint`` is
-    that of the inputs actually rebuilt (the driver checks it again)."""
+    that of the inputs actually rebuilt (the driver checks it again); ``blocks``: the bounded
+    Jacobian blocks of a failed comparison (the driver stores them, see :mod:`.artifacts`)."""
 
     verdict: str
     message: str = ""
     seconds: float = 0.0
     fingerprint: str | None = None
     estimate: Estimate | None = None
+    blocks: artifacts.CaseBlocks | None = None
 
 
 def fingerprint_mismatch(case: CaseId, expected: str, got: str) -> str:
@@ -79,8 +82,9 @@ def run_case(
                 return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
             if decision == SPLIT:
                 return Outcome(SPLIT_VERDICT, reason, time.perf_counter() - start, built.fingerprint, estimated)
-        verdict, message = judge(built, checker or distcheck_checker(SerialExecutor()))
-        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated)
+        verdict, message, blocks = judged(built, checker or distcheck_checker(SerialExecutor()))
+        kept = None if blocks is None else artifacts.bounded(blocks)
+        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept)
 
 
 def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
@@ -90,7 +94,8 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
             info.id, ERROR, fingerprint_mismatch(info.id, info.fingerprint, outcome.fingerprint), outcome.seconds, tasks
         )
     estimated = None if outcome.estimate is None else outcome.estimate.to_json()
-    return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated)
+    blocks = artifacts.store(str(info.id), outcome.blocks)
+    return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks)
 
 
 def timeout_record(info: CaseInfo, timeout: float | None, seconds: float, tasks: int) -> CaseRecord:

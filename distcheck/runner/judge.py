@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.records import ERROR, FAIL, PASS
 from distcheck.suites.base import BuiltCase, CheckCall
 
@@ -56,6 +57,12 @@ def _describe(call: CheckCall, index: int, total: int) -> str:
 def judge(case: BuiltCase, checker: Checker) -> tuple[str, str]:
     """``(verdict, message)`` of ``case`` under ``checker``. Warnings are silenced (PyTorch's
     tests do not fail on them); BaseExceptions (interrupts, timeouts) propagate."""
+    verdict, message, _ = judged(case, checker)
+    return verdict, message
+
+
+def judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks | None]:
+    """:func:`judge`, and the Jacobian blocks of a failed comparison when the failure has them."""
     expected = case.expected_error
     where = ""
     try:
@@ -66,15 +73,15 @@ def judge(case: BuiltCase, checker: Checker) -> tuple[str, str]:
                 case.before_call()
                 check = checker.gradcheck if call.function == "gradcheck" else checker.gradgradcheck
                 if not check(case.func, case.inputs, **call.kwargs):
-                    return FAIL, f"{where} returned False"
+                    return FAIL, f"{where} returned False", None
     except Exception as e:
         if expected is not None:
             if expected.matches(e):
-                return PASS, ""
-            return FAIL, f"expected {expected}; {where} raised {type(e).__name__}: {e}"
+                return PASS, "", None
+            return FAIL, f"expected {expected}; {where} raised {type(e).__name__}: {e}", None
         if isinstance(e, checker.failures):
-            return FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e)
-        return ERROR, f"{where} raised {type(e).__name__}: {e}"
+            return FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e), getattr(e, "blocks", None)
+        return ERROR, f"{where} raised {type(e).__name__}: {e}", None
     if expected is not None:
-        return FAIL, f"expected {expected}, but the checks passed"
-    return PASS, ""
+        return FAIL, f"expected {expected}, but the checks passed", None
+    return PASS, "", None

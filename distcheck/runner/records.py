@@ -16,7 +16,8 @@ BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
 class CaseRecord:
     """The result of one case. ``tasks``: executor tasks it took (0: decided without running,
     1: run whole in one task, more: split into Jacobian chunks). ``estimate``: the planner's
-    estimate of its size and time, when it made one."""
+    estimate of its size and time, when it made one. ``blocks``: the file (in the run folder's
+    ``blocks/``) holding the Jacobian blocks of a failed comparison, when they were kept."""
 
     case: CaseId
     verdict: str
@@ -24,6 +25,7 @@ class CaseRecord:
     seconds: float = 0.0
     tasks: int = 0
     estimate: dict[str, Any] | None = field(default=None, compare=False)
+    blocks: str | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -43,4 +45,6 @@ class CaseRecord:
         }
         if self.estimate is not None:
             record["estimate"] = dict(self.estimate)
+        if self.blocks is not None:
+            record["blocks"] = self.blocks
         return record

@@ -1,0 +1,171 @@
+"""``distcheck compare OLD NEW``: what changed between two runs (last night's and tonight's).
+
+Groups, each with its case ids and the first line of their messages: new failures (a case not
+failing in OLD that fails, errors, times out or is flaky in NEW), fixed, still failing, newly
+flaky, added and removed cases, and cases that got much slower (over :data:`SLOWER_FACTOR` × and
+over :data:`SLOWER_SECONDS` s). Text for a terminal, markdown to paste into an issue, JSON for tools.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from distcheck.reports.load import LoadedRun
+from distcheck.runner.records import BAD, CaseRecord
+
+FLAKY = "flaky"  # passed on a rerun after failing (recorded by runs that rerun failures)
+FAILING = (*BAD, FLAKY)
+SLOWER_FACTOR, SLOWER_SECONDS = 2.0, 1.0
+FAIL_ON = ("new", "any", "none")
+FORMATS = ("text", "markdown", "json")
+SHOWN = 200  # cases per group in text and markdown (all of them in JSON)
+
+GROUPS = (
+    ("new_failures", "New failures"),
+    ("newly_flaky", "Newly flaky"),
+    ("still_failing", "Still failing"),
+    ("fixed", "Fixed"),
+    ("slower", f"Much slower (> {SLOWER_FACTOR:g}× and > {SLOWER_SECONDS:g} s)"),
+    ("added", "Added cases"),
+    ("removed", "Removed cases"),
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One case in a group: its verdicts and times in both runs (None: not in that run)."""
+
+    id: str
+    old: str | None
+    new: str | None
+    old_seconds: float | None
+    new_seconds: float | None
+    message: str  # first line of the newer message
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Comparison:
+    old: str
+    new: str
+    groups: dict[str, list[Change]] = field(default_factory=lambda: {name: [] for name, _ in GROUPS})
+    new_failing: int = 0  # failing cases of NEW, all told
+
+    def exit_status(self, fail_on: str) -> int:
+        if fail_on == "new":
+            return 1 if self.groups["new_failures"] else 0
+        if fail_on == "any":
+            return 1 if self.new_failing else 0
+        return 0
+
+
+def first_line(message: str) -> str:
+    return next((line.strip() for line in message.splitlines() if line.strip()), "")
+
+
+def _change(old: CaseRecord | None, new: CaseRecord | None) -> Change:
+    shown = new if new is not None and new.message else old
+    return Change(
+        (new or old).id,
+        None if old is None else old.verdict,
+        None if new is None else new.verdict,
+        None if old is None else round(old.seconds, 3),
+        None if new is None else round(new.seconds, 3),
+        first_line(shown.message) if shown is not None else "",
+    )
+
+
+def _group(old: CaseRecord | None, new: CaseRecord | None) -> list[str]:
+    if old is None:
+        return ["added"]
+    if new is None:
+        return ["removed"]
+    was, now = old.verdict in FAILING, new.verdict in FAILING
+    groups = []
+    if now and not was:
+        groups.append("new_failures")
+    if now and was:
+        groups.append("still_failing")
+    if was and not now:
+        groups.append("fixed")
+    if new.verdict == FLAKY and old.verdict != FLAKY:
+        groups.append("newly_flaky")
+    if old.tasks and new.tasks and new.seconds > SLOWER_FACTOR * old.seconds and new.seconds > SLOWER_SECONDS:
+        groups.append("slower")
+    return groups
+
+
+def compare(old: LoadedRun, new: LoadedRun) -> Comparison:
+    """The changes from ``old`` to ``new``, case by case (matched by id)."""
+    before = {r.id: r for r in old.records}
+    after = {r.id: r for r in new.records}
+    result = Comparison(old.path, new.path, new_failing=sum(r.verdict in FAILING for r in new.records))
+    for case in [*after, *(k for k in before if k not in after)]:
+        previous, current = before.get(case), after.get(case)
+        for group in _group(previous, current):
+            result.groups[group].append(_change(previous, current))
+    return result
+
+
+def _verdicts(change: Change) -> str:
+    if change.old is None or change.new is None:
+        return change.new or change.old or ""
+    return f"{change.old} → {change.new}"
+
+
+def _times(change: Change) -> str:
+    return f"{change.old_seconds:.2f} s → {change.new_seconds:.2f} s"
+
+
+def text(comparison: Comparison) -> str:
+    lines = [f"Comparing {comparison.old} (old) with {comparison.new} (new)"]
+    for name, title in GROUPS:
+        changes = comparison.groups[name]
+        lines += ["", f"{title}: {len(changes)}"]
+        for change in changes[:SHOWN]:
+            detail = _times(change) if name == "slower" else _verdicts(change)
+            lines.append(f"  {change.id}  [{detail}]")
+            if change.message and name not in ("fixed", "slower"):
+                lines.append(f"      {change.message}")
+        if len(changes) > SHOWN:
+            lines.append(f"  ... and {len(changes) - SHOWN} more (--format json lists them all)")
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def markdown(comparison: Comparison) -> str:
+    counts = ", ".join(f"{title.split(' (')[0].lower()}: {len(comparison.groups[n])}" for n, title in GROUPS)
+    lines = [f"## distcheck: `{comparison.old}` → `{comparison.new}`", "", counts]
+    for name, title in GROUPS:
+        changes = comparison.groups[name]
+        if not changes:
+            continue
+        lines += ["", f"### {title} ({len(changes)})", ""]
+        lines += ["| case | verdict | message |", "|---|---|---|"]
+        for change in changes[:SHOWN]:
+            detail = _times(change) if name == "slower" else _verdicts(change)
+            lines.append(f"| `{_cell(change.id)}` | {detail} | {_cell(change.message)} |")
+        if len(changes) > SHOWN:
+            lines.append(f"\n… and {len(changes) - SHOWN} more (`--format json` lists them all)")
+    return "\n".join(lines)
+
+
+def as_json(comparison: Comparison) -> str:
+    data = {
+        "old": comparison.old,
+        "new": comparison.new,
+        "counts": {name: len(changes) for name, changes in comparison.groups.items()},
+        "groups": {name: [c.to_json() for c in changes] for name, changes in comparison.groups.items()},
+    }
+    return json.dumps(data, indent=1)
+
+
+def formatted(comparison: Comparison, form: str) -> str:
+    return {"text": text, "markdown": markdown, "json": as_json}[form](comparison)

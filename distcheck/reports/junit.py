@@ -1,0 +1,144 @@
+"""JUnit XML of a run, as pytest writes it (``junit_family=xunit2``), for CI dashboards.
+
+One ``<testsuite>`` per check kind (counts, time, ``<properties>``: suite, mode, versions,
+command), one ``<testcase classname="<suite>.<op>" name="<check>[<dtype>-sample<i>]">`` per case;
+``<failure>`` (type GradcheckError) / ``<error>`` (the exception class, or Timeout) carry the
+message and the reproducer command, ``<skipped>`` the reason of skipped and xfail cases. The
+file is written as a stream (a 45,000-case run), and validates against the JUnit schema Jenkins'
+xunit plugin uses (``junit-10.xsd``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import socket
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from typing import TextIO
+from xml.sax.saxutils import escape, quoteattr
+
+from distcheck.reports import repro
+from distcheck.reports.compare import FLAKY
+from distcheck.reports.load import LoadedRun
+from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, CaseRecord
+from distcheck.suites.base import CHECK_KINDS
+
+MESSAGE_ATTRIBUTE = 200  # characters of the first message line in the message="" attribute
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_RAISED = re.compile(r"raised ([A-Za-z_][\w.]*)(?::|$)")
+
+
+def _clean(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot hold."""
+    return _INVALID_XML.sub("?", text)
+
+
+def _attr(value: object) -> str:
+    return quoteattr(_clean(str(value)))
+
+
+def case_name(record: CaseRecord) -> str:
+    """``<check>[<dtype>-sample<i>]`` (``<check>[<dtype>]`` for a case without a sample)."""
+    case = record.case
+    sample = "" if case.sample is None else f"-sample{case.sample}"
+    return f"{case.check}[{case.dtype}{sample}]"
+
+
+def error_type(record: CaseRecord) -> str:
+    """The exception class a case raised, as its message names it."""
+    if record.verdict == TIMEOUT:
+        return "Timeout"
+    found = _RAISED.search(record.message.split("\n", 1)[0])
+    return found.group(1) if found else "Error"
+
+
+def _outcome(record: CaseRecord, reproduce: str | None) -> str:
+    first = record.message.strip().split("\n", 1)[0][:MESSAGE_ATTRIBUTE]
+    body = record.message + (f"\n\nreproduce: {reproduce}" if reproduce else "")
+    if record.verdict in (FAIL, FLAKY):
+        kind = "GradcheckError" if record.verdict == FAIL else "Flaky"
+        return f"<failure type={_attr(kind)} message={_attr(first)}>{escape(_clean(body))}</failure>"
+    if record.verdict in (SKIPPED, XFAIL):
+        kind = "pytest.skip" if record.verdict == SKIPPED else "pytest.xfail"
+        return f"<skipped type={_attr(kind)} message={_attr(first)}>{escape(_clean(record.message))}</skipped>"
+    if record.verdict == PASS:
+        return ""
+    kind = error_type(record) if record.verdict in (ERROR, TIMEOUT) else record.verdict
+    return f"<error type={_attr(kind)} message={_attr(first)}>{escape(_clean(body))}</error>"
+
+
+def _counts(records: list[CaseRecord]) -> dict[str, int]:
+    verdicts = [r.verdict for r in records]
+    return {
+        "errors": sum(v not in (PASS, FAIL, FLAKY, SKIPPED, XFAIL) for v in verdicts),
+        "failures": sum(v in (FAIL, FLAKY) for v in verdicts),
+        "skipped": sum(v in (SKIPPED, XFAIL) for v in verdicts),
+        "tests": len(verdicts),
+    }
+
+
+def write(
+    stream: TextIO,
+    records: Iterable[CaseRecord],
+    properties: dict[str, str],
+    reproduce: Callable[[CaseRecord], str],
+    timestamp: datetime | None = None,
+) -> None:
+    """The JUnit XML of ``records`` on ``stream``; ``reproduce(record)``: the reproducer
+    command of a failing case."""
+    by_check: dict[str, list[CaseRecord]] = {}
+    for record in records:
+        by_check.setdefault(record.case.check, []).append(record)
+    stamp = (timestamp or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    host = socket.gethostname()
+    stream.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="distcheck">\n')
+    for check in sorted(by_check, key=lambda c: (CHECK_KINDS + (c,)).index(c)):
+        cases = by_check[check]
+        counts = " ".join(f"{name}={_attr(value)}" for name, value in _counts(cases).items())
+        seconds = sum(r.seconds for r in cases)
+        stream.write(
+            f"<testsuite name={_attr(check)} {counts} time={_attr(f'{seconds:.3f}')} "
+            f"timestamp={_attr(stamp)} hostname={_attr(host)}>\n<properties>"
+        )
+        for name, value in properties.items():
+            stream.write(f"<property name={_attr(name)} value={_attr(value)}/>")
+        stream.write("</properties>\n")
+        for r in cases:
+            bad = r.verdict not in (PASS, SKIPPED, XFAIL)
+            inner = _outcome(r, reproduce(r) if bad else None)
+            stream.write(
+                f"<testcase classname={_attr(f'{r.case.suite}.{r.case.op}')} name={_attr(case_name(r))} "
+                f"time={_attr(f'{r.seconds:.3f}')}" + (f">{inner}</testcase>\n" if inner else "/>\n")
+            )
+        stream.write("</testsuite>\n")
+    stream.write("</testsuites>\n")
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def properties(run: LoadedRun) -> dict[str, str]:
+    """The run's ``<properties>``: suite, mode, versions (the run's, else this machine's), command."""
+    info = run.info
+    command = info.get("command")
+    found = {
+        "suite": info.get("suite", ""),
+        "mode": info.get("mode", ""),
+        "executor": info.get("executor", ""),
+        "workers": info.get("workers", ""),
+    }
+    for package in ("distcheck", "torch", "ray", "tensorplay"):
+        found[package] = info.get(package) or _version(package)
+    found["command"] = " ".join(command) if isinstance(command, list) else (command or "")
+    return {name: str(value) for name, value in found.items()}
+
+
+def write_file(path: str, run: LoadedRun) -> None:
+    mode = str(run.info.get("mode") or "fast")
+    with open(path, "w", encoding="utf-8") as out:
+        write(out, run.records, properties(run), lambda r: repro.command(r, mode))

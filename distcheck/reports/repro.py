@@ -1,0 +1,129 @@
+"""Reproducers: ``distcheck repro CASE_ID`` prints a standalone script for one case.
+
+The script rebuilds the case's inputs exactly as the run did — the suite's own seeded sample
+generation, with the run's string-hash seed and one intra-op thread, the same sample; it checks
+that their fingerprint is the run's — and makes the case's calls with its exact options:
+``torch.autograd.gradcheck`` / ``gradgradcheck`` for torch suites (the reference itself),
+``distcheck.gradcheck`` / ``gradgradcheck`` for other engines (tensorplay has no
+torch-semantics checker of its own). It fails exactly as the case failed, or passes where it
+passed. Every report shows a failing case's reproducer command (:func:`command`).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from distcheck.runner.records import CaseRecord
+from distcheck.suites import CaseId, get_suite, suite_names
+from distcheck.suites.base import BuiltCase, UsageError
+
+SCRIPT_NAME = "repro.py"
+
+
+def command(case: CaseId | CaseRecord, mode: str) -> str:
+    """The shell command that writes and runs a case's reproducer."""
+    case = case.case if isinstance(case, CaseRecord) else case
+    words = ["distcheck", "repro", str(case)] + (["--mode", mode] if mode != "fast" else [])
+    return f"{' '.join(shlex.quote(w) for w in words)} > {SCRIPT_NAME} && python {SCRIPT_NAME}"
+
+
+def case_id(text: str, suite: str | None) -> CaseId:
+    """The case named by ``text``: a full id, or an id without its suite part with ``suite``
+    (default torch-opinfo). Raises UsageError."""
+    first = text.split("::", 1)[0]
+    full = text if first in suite_names() else f"{suite or 'torch-opinfo'}::{text}"
+    try:
+        case = CaseId.parse(full)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if suite is not None and case.suite != suite:
+        raise UsageError(f"case {text!r} is of suite {case.suite!r}, not --suite {suite!r}")
+    if case.sample is None:
+        raise UsageError(f"{case} is not a runnable case (no sample): it was skipped or expected to fail as a whole")
+    return case
+
+
+def _call(checker: str, kwargs: dict) -> list[str]:
+    options = [f"    {key}={value!r}," for key, value in kwargs.items()]
+    return [f"{checker}(", "    case.func,", "    case.inputs,", *options, ")"]
+
+
+def _calls(built: BuiltCase) -> list[str]:
+    lines = []
+    for k, call in enumerate(built.calls):
+        lines += [
+            "",
+            f"# call {k + 1} of {len(built.calls)}",
+            "case.before_call()  # reseeds the global RNGs from the case id, as the run did before each call",
+        ]
+        if built.expected_error is None:
+            lines += _call(call.function, call.kwargs)
+            continue
+        error = built.expected_error
+        lines += [
+            "try:",
+            *(f"    {line}" for line in _call(call.function, call.kwargs)),
+            f"except {error.type.__name__} as e:  # the case expects this error: it passes if raised",
+            f"    assert re.search({error.pattern!r}, str(e)), e",
+            '    print("raised the expected error")',
+            "else:",
+            f"    raise AssertionError({f'expected {error}, but the checks passed'!r})",
+        ]
+    return lines
+
+
+def script(case: CaseId, mode: str, built: BuiltCase, engine: str) -> str:
+    """The reproducer of ``built`` (case ``case`` of a suite in ``mode`` on ``engine``)."""
+    if engine == "torch":
+        checker, imports = "torch.autograd.gradcheck", ["from torch.autograd.gradcheck import gradcheck, gradgradcheck"]
+    else:
+        checker, imports = "distcheck.gradcheck", ["from distcheck import gradcheck, gradgradcheck"]
+    if built.expected_error is not None:
+        imports.insert(0, "import re\n")  # the expected error's pattern
+    head = f'''#!/usr/bin/env python3
+"""Reproduces distcheck case {case}
+({mode} mode); printed by `distcheck repro`.
+
+Rebuilds the case's inputs as the run did (the suite's seeded sample list, sample {case.sample},
+the run's string-hash seed, one intra-op thread) and calls {checker} / gradgradcheck with the
+case's exact options. Run it with the Python that distcheck is installed in: it raises as the case
+failed, or prints "passed".
+"""
+
+import os
+import sys
+import warnings
+
+# op_db's sample functions iterate over sets of strings: rebuild with the run's string-hash seed
+if os.environ.get("PYTHONHASHSEED") != "0":
+    if not os.path.isfile(sys.argv[0]):
+        sys.exit("save this script to a file and run it (it restarts itself with PYTHONHASHSEED=0)")
+    os.execve(sys.executable, [sys.executable, *sys.argv], {{**os.environ, "PYTHONHASHSEED": "0"}})
+
+{chr(10).join(imports)}
+from distcheck.engines import get_engine
+from distcheck.suites import CaseId, get_suite
+
+warnings.simplefilter("ignore")  # as in the run: warnings never fail a check
+
+case = get_suite({case.suite!r}, {mode!r}).build(CaseId.parse({str(case)!r}))
+assert case.fingerprint == {built.fingerprint!r}, "the rebuilt inputs differ from the run's"
+print("checking", case.func, "on inputs of shapes", [tuple(x.shape) for x in case.inputs])
+
+with get_engine({engine!r}).threads(1):  # as on the run's workers'''
+    body = "\n".join(f"    {line}" if line else "" for line in _calls(built))
+    return f'{head}\n{body}\n\nprint("passed")\n'
+
+
+def reproducer(text: str, suite: str | None, mode: str) -> str:
+    """``distcheck repro``: the script of the case named ``text``. Raises UsageError."""
+    case = case_id(text, suite)
+    chosen = get_suite(case.suite, mode)
+    chosen.prepare()
+    try:
+        built = chosen.build(case)
+    except (LookupError, UsageError) as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # the case's own sample construction fails: say so in one line
+        raise UsageError(f"rebuilding {case} failed: {type(e).__name__}: {e}") from None
+    return script(case, mode, built, chosen.engine)

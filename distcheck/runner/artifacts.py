@@ -1,0 +1,133 @@
+"""Failure artifacts of a suite run: the Jacobian blocks of each failed comparison.
+
+A worker keeps the blocks a failure compared (``error.blocks``, see
+:mod:`distcheck.reduce.failure_blocks`), bounded to :data:`MAX_BYTES` a case — a window around
+the worst element of a larger block — and sends them with the case's outcome. The driver writes
+them, as each record arrives, to ``FOLDER/<case id made safe>.npz`` and keeps only the file name
+in the record: a run with 16,000 failures never holds their blocks in memory. Blocks are kept
+only while a folder is open (:func:`storing`, opened where the run starts); otherwise they are
+dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import math
+import os
+import re
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
+from distcheck.numerics.compare import worst_element
+from distcheck.reduce.failure_blocks import FailureBlocks
+
+MAX_BYTES = 2**20  # both blocks of a case together
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseBlocks:
+    """The blocks of a failed case as kept: ``window`` holds the blocks' rows
+    ``row0 : row0 + height`` and columns ``col0 : col0 + width`` (the whole blocks when they fit)
+    of blocks of ``shape``; ``worst``: the (row, column) of the largest violation in the whole."""
+
+    window: FailureBlocks
+    shape: tuple[int, int]
+    row0: int
+    col0: int
+    worst: tuple[int, int]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The ``.npz`` contents (no pickled objects: ``part`` None is stored as "")."""
+        kept = {f.name: getattr(self.window, f.name) for f in dataclasses.fields(FailureBlocks)}
+        kept["part"] = kept["part"] or ""
+        kept.update(shape=self.shape, row0=self.row0, col0=self.col0, worst=self.worst)
+        return {name: np.asarray(value) for name, value in kept.items()}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> CaseBlocks:
+        def value(name: str):
+            x = arrays[name]
+            return x if x.ndim else x.item()
+
+        window = {f.name: value(f.name) for f in dataclasses.fields(FailureBlocks)}
+        window["part"] = window["part"] or None
+        pair = lambda name: tuple(int(v) for v in arrays[name])  # noqa: E731
+        return cls(FailureBlocks(**window), pair("shape"), value("row0"), value("col0"), pair("worst"))
+
+
+def _worst(blocks: FailureBlocks) -> tuple[int, int]:
+    worst = worst_element(blocks.analytical, blocks.numerical, blocks.rtol, blocks.atol)
+    if worst is not None:
+        return worst.row, worst.column
+    difference = np.nan_to_num(np.abs(blocks.analytical - blocks.numerical), nan=np.inf)
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(difference)), difference.shape))
+
+
+def _span(centre: int, size: int, total: int) -> int:
+    """The start of a window of ``size`` out of ``total`` around ``centre``."""
+    return min(max(centre - size // 2, 0), total - size)
+
+
+def bounded(blocks: FailureBlocks, max_bytes: int = MAX_BYTES) -> CaseBlocks:
+    """The blocks, or a window of them around the worst element, in at most ``max_bytes``."""
+    rows, columns = blocks.numerical.shape
+    itemsize = max(blocks.numerical.itemsize, blocks.analytical.itemsize)
+    budget = max(1, max_bytes // (2 * itemsize))  # elements of each block
+    worst = _worst(blocks)
+    width = min(columns, max(1, math.isqrt(budget)))
+    height = min(rows, budget // width)
+    width = min(columns, budget // height)
+    row0, col0 = _span(worst[0], height, rows), _span(worst[1], width, columns)
+    cut = (slice(row0, row0 + height), slice(col0, col0 + width))
+    window = dataclasses.replace(
+        blocks,
+        numerical=np.ascontiguousarray(blocks.numerical[cut]),
+        analytical=np.ascontiguousarray(blocks.analytical[cut]),
+        atol=float(blocks.atol),
+        rtol=float(blocks.rtol),
+    )
+    return CaseBlocks(window, (rows, columns), row0, col0, worst)
+
+
+def file_name(case_id: str) -> str:
+    """A file name for a case id: its safe characters and a short hash (distinct ids never share one)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", case_id)[:150]
+    return f"{safe}-{hashlib.sha256(case_id.encode()).hexdigest()[:8]}.npz"
+
+
+def load(path: str) -> CaseBlocks:
+    with np.load(path, allow_pickle=False) as arrays:
+        return CaseBlocks.from_arrays(arrays)
+
+
+_folder: str | None = None
+_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def storing(folder: str | None) -> Iterator[None]:
+    """Keep failure blocks in ``folder`` (created) while the context is open (None: drop them)."""
+    global _folder
+    if folder is not None:
+        os.makedirs(folder, exist_ok=True)
+    with _lock:
+        previous, _folder = _folder, folder
+    try:
+        yield
+    finally:
+        with _lock:
+            _folder = previous
+
+
+def store(case_id: str, blocks: CaseBlocks | None) -> str | None:
+    """Write a case's blocks to the open folder: the file name, or None (nothing kept)."""
+    folder = _folder
+    if blocks is None or folder is None:
+        return None
+    name = file_name(case_id)
+    np.savez_compressed(os.path.join(folder, name), **blocks.arrays())
+    return name

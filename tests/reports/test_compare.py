@@ -1,0 +1,100 @@
+"""``distcheck compare``: groups, formats, exit statuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from distcheck.cli import main
+from distcheck.reports.compare import compare
+from distcheck.reports.load import load_run
+from distcheck.runner.records import CaseRecord
+from tests.reports.runs import case, run_folder, write_report
+
+OLD = [
+    CaseRecord(case("a"), "pass", "", 0.1, 1),  # -> fail: new failure
+    CaseRecord(case("b"), "fail", "wrong\nsecond line", 0.1, 1),  # -> pass: fixed
+    CaseRecord(case("c"), "error", "old message", 0.1, 1),  # -> error: still failing
+    CaseRecord(case("d"), "pass", "", 1.0, 1),  # -> pass, 3 s: slower
+    CaseRecord(case("e"), "pass", "", 0.1, 1),  # removed
+    CaseRecord(case("f"), "pass", "", 0.1, 1),  # -> flaky: new failure, newly flaky
+    CaseRecord(case("g"), "skipped", "why", 0.0, 0),  # -> timeout: new failure
+    CaseRecord(case("h"), "pass", "", 0.2, 1),  # -> pass, 0.9 s: slower by 4.5x but under 1 s
+]
+NEW = [
+    CaseRecord(case("a"), "fail", "Jacobian mismatch for output 0\nnumerical:...", 0.1, 1),
+    CaseRecord(case("b"), "pass", "", 0.1, 1),
+    CaseRecord(case("c"), "error", "new message", 0.1, 1),
+    CaseRecord(case("d"), "pass", "", 3.0, 1),
+    CaseRecord(case("f"), "flaky", "failed once", 0.1, 1),
+    CaseRecord(case("g"), "timeout", "stopped after 600 s", 600.0, 1),
+    CaseRecord(case("h"), "pass", "", 0.9, 1),
+    CaseRecord(case("z"), "fail", "brand new case", 0.1, 1),  # added
+]
+
+
+def _ids(comparison, group):
+    return [c.id.split("::")[1] for c in comparison.groups[group]]
+
+
+def test_groups(tmp_path):
+    comparison = compare(
+        load_run(write_report(tmp_path / "o.json", OLD)), load_run(write_report(tmp_path / "n.json", NEW))
+    )
+    assert _ids(comparison, "new_failures") == ["a", "f", "g"]
+    assert _ids(comparison, "fixed") == ["b"]
+    assert _ids(comparison, "still_failing") == ["c"]
+    assert _ids(comparison, "newly_flaky") == ["f"]
+    assert _ids(comparison, "slower") == ["d"]
+    assert _ids(comparison, "added") == ["z"]
+    assert _ids(comparison, "removed") == ["e"]
+    change = comparison.groups["new_failures"][0]
+    assert (change.old, change.new, change.message) == ("pass", "fail", "Jacobian mismatch for output 0")
+    assert comparison.groups["still_failing"][0].message == "new message"
+    assert comparison.groups["fixed"][0].message == "wrong"  # the old message: the new run has none
+
+
+def test_exit_statuses_and_formats(tmp_path, capsys):
+    old, new = write_report(tmp_path / "o.json", OLD), write_report(tmp_path / "n.json", NEW)
+    assert main(["compare", old, new]) == 1
+    text = capsys.readouterr().out
+    assert "New failures: 3" in text and "torch-opinfo::a::float64::sample0::grad  [pass → fail]" in text
+    assert "Much slower (> 2× and > 1 s): 1" in text and "[1.00 s → 3.00 s]" in text
+    assert main(["compare", old, new, "--fail-on", "none"]) == 0
+    assert main(["compare", new, new]) == 0  # nothing new
+    assert main(["compare", new, new, "--fail-on", "any"]) == 1  # but failing cases
+    assert main(["compare", old, old, "--fail-on", "any"]) == 1
+    capsys.readouterr()
+    assert main(["compare", old, new, "--format", "markdown", "--fail-on", "none"]) == 0
+    markdown = capsys.readouterr().out
+    assert (
+        "### New failures (3)" in markdown and "| `torch-opinfo::a::float64::sample0::grad` | pass → fail |" in markdown
+    )
+    assert main(["compare", old, new, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"]["new_failures"] == 3 and data["groups"]["added"][0]["new"] == "fail"
+
+
+def test_run_folders_compare_like_reports(tmp_path, capsys):
+    old, new = run_folder(tmp_path / "old"), run_folder(tmp_path / "new")
+    assert main(["compare", old, new]) == 0
+    assert "Still failing: 4" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compare", "nope.json", "nope.json"], "no such report or run folder: nope.json"),
+        (["compare", "a", "b", "--format", "html"], "invalid choice: 'html'"),
+        (["compare", "a", "b", "--fail-on", "some"], "invalid choice: 'some'"),
+    ],
+)
+def test_usage_errors(argv, message, capsys):
+    try:
+        status = main(argv)
+    except SystemExit as e:  # argparse
+        status = e.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
