@@ -3,16 +3,24 @@
     distcheck run --suite torch-opinfo --checks grad,gradgrad          # local Ray, all cores
     distcheck run --ops nn.functional.conv2d --mode slow --serial      # in this process
     distcheck list --ops add --checks grad
+    distcheck run --resume runs/torch-opinfo-fast-20261201T030000Z   # finish an interrupted run
 
-Exit status: 0 when every case passed (or was skipped / expected to fail), 1 when a case
-failed, errored or timed out, 2 for usage errors (unknown suite, check, dtype or op names,
-nothing selected).
+Exit status: 0 when every case passed (or was skipped / expected to fail, or was flaky without
+``--strict-flaky``), 1 when a case failed, errored or timed out, 2 for usage errors (unknown
+suite, check, dtype or op names, nothing selected, unwritable outputs, an unreachable cluster,
+a run folder that cannot be resumed, conflicting options), 130 / 143 when SIGINT / SIGTERM
+stopped the run (its partial report written, the command that resumes it printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import signal
 import sys
+import threading
+from pathlib import Path
 
 from distcheck.runner import hash_seed
 from distcheck.suites import CHECK_KINDS, MODES, Selection, UsageError, get_suite, suite_names
@@ -100,6 +108,7 @@ def parser() -> argparse.ArgumentParser:
         "machine's RAM)",
     )
     run.add_argument("--json", metavar="FILE", help="also write a JSON report (summary and one record per case)")
+    _durability_arguments(run)
 
     listing = commands.add_parser("list", help="list a suite's case ids", description="List a suite's case ids.")
     _selection_arguments(listing)
@@ -114,10 +123,15 @@ def _list(args: argparse.Namespace) -> int:
     from distcheck.runner import select
 
     count = 0
-    for case in select(get_suite(args.suite, args.mode), _selection(args), args.max_cases):
-        count += 1
-        status = "" if case.status == "run" else f"\t[{case.status}] {case.reason}"
-        print(f"{case.key}{status}")
+    try:
+        for case in select(get_suite(args.suite, args.mode), _selection(args), args.max_cases):
+            count += 1
+            status = "" if case.status == "run" else f"\t[{case.status}] {case.reason}"
+            print(f"{case.key}{status}")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`distcheck list | head`): not an error
+        _quiet_stdout()
+        return 0
     if not count:
         print("distcheck: no case matches the selection", file=sys.stderr)
         return USAGE_ERROR
@@ -126,25 +140,187 @@ def _list(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
-    from distcheck.runner import RunOptions, run_suite
+    from distcheck.runner import run_suite
+    from distcheck.runner.store import REPORT
 
+    plan = _plan_run(args, ["distcheck", *argv])
+    print(f"distcheck: run folder {plan.folder}", file=sys.stderr)
+    with _StopOnSignal(plan.options.serial) as stopper:
+        try:
+            result = run_suite(
+                plan.suite, plan.selection, plan.options, plan.listener(), recorded=plan.recorded, stop=stopper.stop
+            )
+        finally:
+            plan.writer.close()
+        result.interrupted = stopper.name
+        if not result.records:
+            print("distcheck: no case matches the selection", file=sys.stderr)
+            return USAGE_ERROR
+        print(console.summary(result, args.strict_flaky, plan.folder))
+        resume = ["distcheck", "run", "--resume", str(plan.folder)]
+        json_report.write(result, str(plan.folder / REPORT), plan.command, resume)
+        if args.json:
+            json_report.write(result, args.json, plan.command, resume)
+            print(f"JSON report: {args.json}")
+        _shutdown_ray()
+    if stopper.signum is not None:
+        resume_it = console.resume_command(plan.folder)
+        print(f"distcheck: stopped by {stopper.name}; resume with: {resume_it}", file=sys.stderr)
+        return 128 + stopper.signum
+    return 1 if result.failed or (args.strict_flaky and result.flaky) else 0
+
+
+# -- durability: the run folder, resume, reruns, signals (see distcheck.runner.store) ------------------
+
+RESUME_KEEPS = ("resume", "serial", "address", "json", "strict_flaky", "command")  # options a resume may give
+
+
+def _durability_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the run folder: its options, every case record as it arrives (records.jsonl) and at the end "
+        "report.json (default: a new folder under runs/, named by suite, mode and UTC time)",
+    )
+    run.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="finish the interrupted run in DIR: same suite, selection and options; recorded cases are not run again",
+    )
+    run.add_argument(
+        "--reruns",
+        type=_positive(int),
+        default=0,
+        metavar="N",
+        help="run a failing, erroring or timed-out case again up to N times (fresh workers, same seeds): "
+        "'flaky' if a rerun passes",
+    )
+    run.add_argument("--strict-flaky", action="store_true", help="flaky cases fail the run (exit status 1)")
+
+
+@dataclasses.dataclass
+class _Plan:
+    """A run, ready to start: everything checked, its folder open for writing."""
+
+    suite: object
+    selection: Selection
+    options: object
+    folder: Path
+    writer: object
+    recorded: list
+    command: list[str]
+
+    def listener(self):
+        from distcheck.reports import console
+        from distcheck.runner.runner import Listeners
+
+        return Listeners(self.writer, console.ConsoleProgress())
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The ``run`` options given on the command line (those that differ from their default)."""
+    defaults = vars(parser().parse_args(["run"]))
+    return [name for name, value in vars(args).items() if value != defaults.get(name)]
+
+
+def _check_conflicts(args: argparse.Namespace) -> None:
+    if args.strict_flaky and not args.reruns and not args.resume:
+        raise UsageError("--strict-flaky needs --reruns N (without reruns no case can be flaky)")
+    if args.resume:
+        taken = [name for name in _given(args) if name not in RESUME_KEEPS]
+        if taken:
+            flags = ", ".join("--" + name.replace("_", "-") if name != "substring" else "-k" for name in taken)
+            raise UsageError(f"--resume takes the suite, selection and options from the run folder: drop {flags}")
+
+
+def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
+    """Check everything that can be checked before a case runs; open the run folder."""
+    from distcheck.runner import RunOptions
+    from distcheck.runner.preflight import check_reachable, check_writable
+    from distcheck.runner.store import RunWriter, check_resumable, create_folder, default_folder, read_run, run_start
+
+    _check_conflicts(args)
+    if args.json:
+        check_writable(args.json, "JSON report")
+    if args.resume:
+        log = read_run(args.resume)
+        suite = get_suite(log.start["suite"], log.start["mode"])
+        check_resumable(log, suite.name)
+        recorded = log.start["options"]
+        serial = args.serial or (args.address is None and bool(recorded.get("serial")))
+        address = args.address if args.address is not None or serial else recorded.get("address")
+        options = log.options(serial=serial, address=address)
+        check_reachable(None if serial else options.address)
+        writer = RunWriter(log.folder, None, {r.id for r in log.records})
+        return _Plan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"])
+    suite = get_suite(args.suite, args.mode)
     options = RunOptions(
         serial=args.serial,
         address=args.address,
         timeout=args.timeout or None,
         max_jacobian_mb=args.max_jacobian_mb,
         max_cases=args.max_cases,
+        reruns=args.reruns,
     )
-    suite = get_suite(args.suite, args.mode)
-    result = run_suite(suite, _selection(args), options, console.ConsoleProgress())
-    if not result.records:
-        print("distcheck: no case matches the selection", file=sys.stderr)
-        return USAGE_ERROR
-    print(console.summary(result))
-    if args.json:
-        json_report.write(result, args.json, ["distcheck", *argv])
-        print(f"JSON report: {args.json}")
-    return 1 if result.failed else 0
+    check_reachable(None if args.serial else options.address)
+    folder = create_folder(args.out or default_folder(args.suite, args.mode))
+    selection = _selection(args)
+    writer = RunWriter(folder, run_start(args.suite, args.mode, selection, options, command))
+    return _Plan(suite, selection, options, folder, writer, [], command)
+
+
+class _StopOnSignal:
+    """SIGINT and SIGTERM stop the run (``stop`` is set; a serial run's case is interrupted);
+    a second one exits at once (the streamed records are intact: each line is flushed whole)."""
+
+    def __init__(self, serial: bool):
+        self.serial = serial
+        self.stop = threading.Event()
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    def __enter__(self) -> _StopOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        from distcheck.runner.runner import Interrupted
+
+        if self.signum is not None:
+            os._exit(128 + signum)
+        self.signum = signum
+        self.stop.set()
+        print(
+            f"\ndistcheck: {self.name}: stopping (cancelling the running cases, writing the partial report); "
+            "press Ctrl-C again to exit at once",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self.serial:
+            raise Interrupted
+
+
+def _shutdown_ray() -> None:
+    """Stop the local Ray this run started (or leave the cluster it joined) now, not at exit."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: Python's flush at exit would raise BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:

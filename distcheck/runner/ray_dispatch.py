@@ -18,7 +18,10 @@
   batch is resubmitted. Otherwise the unreported cases are resubmitted as a careful batch: the
   quick ones pass again and the stuck one times out again, now by name (a hung case costs up
   to two timeouts, and no case is ever blamed for another). A worker that dies (out of memory,
-  a crash in C) is handled alike: its case is reported ``error``, found by a careful rerun.
+  a crash in C) is handled alike: its case is found by a careful rerun, and then handled as
+  :mod:`~distcheck.runner.worker_errors` says (a lost node reruns the unreported cases, a crash
+  runs its case once more alone, out of memory is an ``error``).
+- **Stop.** The loop ends, cancelling what runs, when the dispatcher's ``stop`` event is set.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
 - **Budgets.** The worker estimates each case before running it: over the memory budget it is
   ``skipped``; above the split thresholds it comes back as ``split`` and runs on the driver in
@@ -28,6 +31,7 @@
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +46,7 @@ from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, run_case, timeo
 from distcheck.runner.feed import Feed
 from distcheck.runner.records import ERROR, CaseRecord
 from distcheck.runner.split import Splitter
+from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import CaseId, CaseInfo, Suite
 
 POLL = 0.05  # seconds between looks at the tasks when nothing arrives
@@ -93,6 +98,8 @@ class RayDispatcher:
         self.batch_size, self.costly = batch_size, costly
         self.split_budget = split_budget or Budget(budget.max_bytes)
         self._workers: int | None = None
+        self.stop = threading.Event()  # set: the run stops (cancelling what runs)
+        self.worker_env: dict[str, str] = {}  # extra worker environment (a new one: new workers)
 
     @property
     def workers(self) -> int:
@@ -118,11 +125,15 @@ class _Run:
         self.splitter = Splitter(
             dispatcher.suite, dispatcher.split_budget, RayExecutor(dispatcher.address), dispatcher.timeout
         )
-        self.task = _run_batch.options(runtime_env=hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env))
+        env = hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env)
+        if dispatcher.worker_env:
+            env = {"env_vars": {**hash_seed.ENV, **dispatcher.worker_env}}
+        self.task = _run_batch.options(runtime_env=env)
+        self.deaths = DeathPolicy()
 
     def loop(self) -> None:
         try:
-            while True:
+            while not self.d.stop.is_set():
                 self.fill()
                 if self.feed.enumerated:  # the driver's RNG is free for split cases
                     self.splitter.start()
@@ -167,10 +178,7 @@ class _Run:
                 continue
             except RayError as e:  # the worker died in one of the unreported cases
                 del self.running[generator]
-                self.stopped(
-                    batch,
-                    CaseRecord(batch.cases[batch.current].id, ERROR, f"the worker running this case died: {e}", 0.0, 1),
-                )
+                self.died(batch, classify(e))
                 continue
             self.handle(batch, finished)
 
@@ -180,20 +188,41 @@ class _Run:
             if outcome.verdict == SPLIT_VERDICT:
                 self.splitter.add(case)
             else:
-                self.emit(to_record(case, outcome, tasks=1))
+                self.emit(self.deaths.settle(to_record(case, outcome, tasks=1)))
             batch.current = index + 1
         batch.since = time.monotonic() if batch.current < len(batch.cases) else None
 
-    def stopped(self, batch: _Batch, record: CaseRecord) -> None:
+    def stopped(self, batch: _Batch, record: CaseRecord | None) -> None:
         """``batch`` stopped in an unreported case: ``record`` says what happened to case
-        ``current`` if it must have been that one; else its unreported cases go again, carefully."""
+        ``current`` if it must have been that one (None: it runs again, alone); else its
+        unreported cases go again, carefully."""
         if batch.culprit_known:
-            self.emit(record)
+            if record is None:
+                self.resubmitted.appendleft(_Batch([batch.cases[batch.current]], careful=True))
+            else:
+                self.emit(record)
             rest = batch.cases[batch.current + 1 :]
             if rest:
                 self.resubmitted.appendleft(_Batch(rest))
         else:
             self.resubmitted.appendleft(_Batch(batch.cases[batch.current :], careful=True))
+
+    def died(self, batch: _Batch, death: WorkerDeath) -> None:
+        """``batch``'s task died: a lost node reruns its unreported cases (see :mod:`.worker_errors`);
+        other deaths are handled as a stop in the case, once it is known."""
+        if death.kind != NODE_LOST:
+            case = batch.cases[batch.current]
+            message = self.deaths.died(case.key, death) if batch.culprit_known else ""
+            self.stopped(batch, None if message is None else CaseRecord(case.id, ERROR, message, 0.0, 1))
+            return
+        rest = batch.cases[batch.current :]
+        exhausted = self.deaths.node_lost([case.key for case in rest], death)
+        for case in rest:
+            if case.key in exhausted:
+                self.emit(CaseRecord(case.id, ERROR, exhausted[case.key], 0.0, 1))
+        rest = [case for case in rest if case.key not in exhausted]
+        if rest:
+            self.resubmitted.appendleft(_Batch(rest, batch.careful))
 
     def enforce_timeouts(self, now: float) -> None:
         if self.d.timeout is None:

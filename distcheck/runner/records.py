@@ -8,7 +8,8 @@ from typing import Any
 from distcheck.suites.base import CaseId
 
 PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT = "pass", "fail", "error", "skipped", "xfail", "timeout"
-VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)
+FLAKY = "flaky"  # bad, then passed when run again (--reruns): fails a run only with --strict-flaky
+VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT, FLAKY)
 BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
 
 
@@ -16,7 +17,8 @@ BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
 class CaseRecord:
     """The result of one case. ``tasks``: executor tasks it took (0: decided without running,
     1: run whole in one task, more: split into Jacobian chunks). ``estimate``: the planner's
-    estimate of its size and time, when it made one."""
+    estimate of its size and time, when it made one. ``attempts``: with ``--reruns``, every
+    run's outcome (``verdict``, ``seconds``, ``message``), the first one first."""
 
     case: CaseId
     verdict: str
@@ -24,6 +26,7 @@ class CaseRecord:
     seconds: float = 0.0
     tasks: int = 0
     estimate: dict[str, Any] | None = field(default=None, compare=False)
+    attempts: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -43,4 +46,20 @@ class CaseRecord:
         }
         if self.estimate is not None:
             record["estimate"] = dict(self.estimate)
+        if self.attempts is not None:
+            record["attempts"] = [dict(a) for a in self.attempts]
         return record
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> CaseRecord:
+        """The record :meth:`to_json` wrote (raises ValueError or KeyError on another shape)."""
+        attempts = record.get("attempts")
+        return cls(
+            CaseId.parse(record["id"]),
+            str(record["verdict"]),
+            str(record.get("message", "")),
+            float(record.get("seconds", 0.0)),
+            int(record.get("tasks", 0)),
+            record.get("estimate"),
+            None if attempts is None else tuple(dict(a) for a in attempts),
+        )

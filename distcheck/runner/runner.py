@@ -3,6 +3,17 @@ record per case as it finishes, and hand the records to a listener (progress, re
 
 Cases the suite does not run (skipped, xfail) are recorded as they are enumerated; runnable
 ones go to the dispatcher, which starts on the first while later ones are still enumerated.
+
+- **Resume.** Cases already recorded (by an interrupted run, read back from its run folder) are
+  not dispatched again; their records join the new ones, so that the result has every case once.
+- **Reruns** (``reruns`` N): a case that fails, errors or times out is held back, and after the
+  dispatch runs again, up to N times, with the same seeds (cases rebuild deterministically from
+  their ids) and in fresh worker processes on Ray (a new worker environment makes Ray start new
+  ones); serial reruns run in this process. Passing on a rerun makes it ``flaky``, with every
+  attempt in its record.
+- **Stop.** Setting the ``stop`` event ends the run early (dispatchers cancel what runs); a
+  signal handler may also raise :class:`Interrupted` into a case running in this thread. The
+  result is then marked incomplete.
 """
 
 from __future__ import annotations
@@ -10,13 +21,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
-from distcheck.runner.records import BAD, VERDICTS, CaseRecord
-from distcheck.suites.base import RUN, CaseInfo, Selection, Suite
+from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord
+from distcheck.suites.base import RUN, CaseInfo, Selection, Suite, UsageError
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
@@ -29,7 +40,8 @@ class RunOptions:
     only; ``split_seconds``: on Ray, a case estimated above this much work runs in Jacobian
     chunks over every worker, if its Jacobians take at most ``split_max_mb`` (larger ones cost
     mostly whole-Jacobian work that one process does anyway); ``batch_size``: cases per Ray
-    task (None: by mode)."""
+    task (None: by mode); ``reruns``: runs of a failing, erroring or timed-out case after the
+    first (see the module's docstring)."""
 
     serial: bool = False
     address: str | None = None
@@ -39,6 +51,15 @@ class RunOptions:
     split_seconds: float = 4.0
     split_max_mb: float = 256.0
     batch_size: int | None = None
+    reruns: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "max_jacobian_mb", "max_cases", "batch_size", "reruns"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UsageError(f"RunOptions.{name} must not be negative, got {value!r}")
+        if self.serial and self.address is not None:
+            raise UsageError(f"RunOptions: serial=True runs in this process, address={self.address!r} names a cluster")
 
     def budget(self, split: bool) -> Budget:
         max_mb = default_max_jacobian_mb() if self.max_jacobian_mb is None else self.max_jacobian_mb
@@ -55,10 +76,16 @@ class RunResult:
     workers: int
     seconds: float = 0.0
     records: list[CaseRecord] = field(default_factory=list)
+    complete: bool = True  # False: stopped before every case had its verdict
+    interrupted: str | None = None  # what stopped it (a signal's name), if something did
 
     @property
     def failed(self) -> bool:
         return any(r.verdict in BAD for r in self.records)
+
+    @property
+    def flaky(self) -> list[CaseRecord]:
+        return [r for r in self.records if r.verdict == FLAKY]
 
     def counts(self, check: str | None = None) -> dict[str, int]:
         """Cases per verdict (of one check kind, or all)."""
@@ -79,16 +106,45 @@ class Listener:
         """``cases`` enumerated so far; ``complete`` once they all are."""
 
     def recorded(self, record: CaseRecord) -> None:
-        """A case has its verdict."""
+        """A case has its verdict (its final one: a case held for reruns is told once settled)."""
 
     def finished(self, result: RunResult) -> None:
         """The run is over."""
+
+
+class Listeners(Listener):
+    """Several listeners, told in turn."""
+
+    def __init__(self, *listeners: Listener):
+        self.listeners = listeners
+
+    def started(self, result: RunResult) -> None:
+        for listener in self.listeners:
+            listener.started(result)
+
+    def enumerated(self, cases: int, complete: bool) -> None:
+        for listener in self.listeners:
+            listener.enumerated(cases, complete)
+
+    def recorded(self, record: CaseRecord) -> None:
+        for listener in self.listeners:
+            listener.recorded(record)
+
+    def finished(self, result: RunResult) -> None:
+        for listener in self.listeners:
+            listener.finished(result)
+
+
+class Interrupted(BaseException):
+    """Raised (by a signal handler) into a case running in the dispatching thread: the run
+    stops, as when its ``stop`` event is set (a BaseException: no case catches it)."""
 
 
 class Dispatcher(Protocol):
     """Runs cases somewhere and emits a record per case (one file per dispatcher)."""
 
     name: str
+    stop: threading.Event  # set: start no further case, cancel what runs
 
     @property
     def workers(self) -> int: ...
@@ -114,40 +170,99 @@ def make_dispatcher(suite: Suite, options: RunOptions) -> Dispatcher:
 
 
 class _Collector:
-    """Records by case, from any thread, in enumeration order at the end."""
+    """Records by case, from any thread, in enumeration order at the end. ``recorded``: the
+    records of a resumed run (their cases are not dispatched); ``hold``: bad records wait for
+    reruns instead of going to the listener."""
 
-    def __init__(self, listener: Listener):
-        self.listener = listener
+    def __init__(self, listener: Listener, recorded: Iterable[CaseRecord] = (), hold: bool = False):
+        self.listener, self.hold = listener, hold
+        self.recorded = {r.id: r for r in recorded}
         self.order: dict[str, int] = {}
         self.records: dict[str, CaseRecord] = {}
+        self.held: dict[str, tuple[CaseInfo, CaseRecord]] = {}
+        self.infos: dict[str, CaseInfo] = {}
+        self.enumerated = False
         self.lock = threading.Lock()
 
     def enumerate(self, cases: Iterator[CaseInfo]) -> Iterator[CaseInfo]:
-        """The runnable cases of ``cases``; the others are recorded on the way."""
+        """The runnable cases of ``cases`` not recorded yet; the others are recorded on the way."""
         for case in cases:
             with self.lock:
                 self.order[case.key] = len(self.order)
                 self.listener.enumerated(len(self.order), complete=False)
-            if case.status == RUN:
+            if case.key in self.recorded:
+                self.settle(self.recorded[case.key])
+            elif case.status == RUN:
+                if self.hold:
+                    self.infos[case.key] = case
                 yield case
             else:
                 self.emit(CaseRecord(case.id, case.status, case.reason))
         with self.lock:
+            self.enumerated = True
             self.listener.enumerated(len(self.order), complete=True)
 
     def emit(self, record: CaseRecord) -> None:
+        if self.hold and record.verdict in BAD:
+            with self.lock:
+                self.held[record.id] = (self.infos[record.id], record)
+            return
+        self.settle(record)
+
+    def settle(self, record: CaseRecord) -> None:
         with self.lock:
             self.records[record.id] = record
             self.listener.recorded(record)
+
+    @property
+    def complete(self) -> bool:
+        return self.enumerated and not self.held and len(self.records) == len(self.order)
 
     def in_order(self) -> list[CaseRecord]:
         return sorted(self.records.values(), key=lambda r: self.order[r.id])
 
 
+def _attempt(record: CaseRecord) -> dict[str, object]:
+    return {"verdict": record.verdict, "seconds": round(record.seconds, 6), "message": record.message}
+
+
+def rerun(dispatcher: Dispatcher, collector: _Collector, reruns: int) -> None:
+    """Run the held (bad) cases again, up to ``reruns`` times each, in fresh workers: a case
+    that passes once is ``flaky``; one that never does keeps its first verdict. Every attempt
+    goes into the record."""
+    attempts = {key: [_attempt(record)] for key, (_, record) in collector.held.items()}
+    for k in range(1, reruns + 1):
+        if not collector.held or dispatcher.stop.is_set():
+            break
+        if hasattr(dispatcher, "worker_env"):
+            dispatcher.worker_env = {"DISTCHECK_RERUN": str(k)}  # a new environment: new worker processes
+        outcomes: list[CaseRecord] = []
+        dispatcher.run(iter([info for info, _ in collector.held.values()]), outcomes.append)
+        for record in outcomes:
+            attempts[record.id].append(_attempt(record))
+            if record.verdict == PASS:
+                _, first = collector.held.pop(record.id)
+                message = f"passed on rerun {k} of {reruns}; the first run said {first.verdict}: {first.message}"
+                collector.settle(replace(first, verdict=FLAKY, message=message, attempts=tuple(attempts[record.id])))
+    if dispatcher.stop.is_set():
+        return  # held cases have no final verdict: a resume runs them again
+    for key, (_, first) in list(collector.held.items()):
+        del collector.held[key]
+        collector.settle(replace(first, attempts=tuple(attempts[key])))
+
+
 def run_suite(
-    suite: Suite, selection: Selection, options: RunOptions | None = None, listener: Listener | None = None
+    suite: Suite,
+    selection: Selection,
+    options: RunOptions | None = None,
+    listener: Listener | None = None,
+    *,
+    recorded: Iterable[CaseRecord] = (),
+    stop: threading.Event | None = None,
 ) -> RunResult:
     """Run the selected cases of ``suite``; a record per case, in enumeration order.
+    ``recorded``: records of an interrupted run of the same cases (not run again); ``stop``:
+    set it (from another thread, a signal handler) to end the run early, incomplete.
 
     Raises :class:`~distcheck.suites.base.UsageError` (before running anything) for names
     the suite does not know."""
@@ -157,12 +272,19 @@ def run_suite(
     cases = select(suite, selection, options.max_cases)
     first = next(cases, None)  # unknown names raise here, in this thread
     dispatcher = make_dispatcher(suite, options)
+    if stop is not None:
+        dispatcher.stop = stop
     result = RunResult(suite.name, suite.mode, dispatcher.name, dispatcher.workers)
     listener.started(result)
-    collector = _Collector(listener)
+    collector = _Collector(listener, recorded, hold=options.reruns > 0)
     everything = itertools.chain([first] if first is not None else [], cases)
-    dispatcher.run(collector.enumerate(everything), collector.emit)
+    try:
+        dispatcher.run(collector.enumerate(everything), collector.emit)
+        rerun(dispatcher, collector, options.reruns)
+    except Interrupted:
+        dispatcher.stop.set()
     result.records = collector.in_order()
+    result.complete = collector.complete
     result.seconds = time.perf_counter() - start
     listener.finished(result)
     return result

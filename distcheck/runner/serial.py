@@ -4,7 +4,7 @@ Budgets apply as on Ray (an over-budget slow-mode case is skipped); nothing is s
 Timeouts are best effort: a SIGALRM timer interrupts the case at the next Python instruction
 (gradcheck's loops are Python, so this is quick), but a single C call that never returns
 cannot be interrupted in-process — use Ray for hard timeouts. The timer needs the main thread
-of a POSIX process; elsewhere cases run without timeout.
+of a POSIX process; elsewhere cases run without timeout. No case starts once ``stop`` is set.
 """
 
 from __future__ import annotations
@@ -52,9 +52,12 @@ class SerialDispatcher:
 
     def __init__(self, suite: Suite, budget: Budget, timeout: float | None):
         self.suite, self.budget, self.timeout = suite, budget, timeout
+        self.stop = threading.Event()  # set: no further case starts
 
     def run(self, cases: Iterator[CaseInfo], emit: Callable[[CaseRecord], None]) -> None:
         for info in cases:
+            if self.stop.is_set():
+                return
             start = time.perf_counter()
             try:
                 with alarm(self.timeout):

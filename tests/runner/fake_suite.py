@@ -9,7 +9,10 @@
   rebuilt inputs differ from the enumerated ones (another fingerprint); ``hashseed``: the
   rebuilt inputs match only in a process with PYTHONHASHSEED=0 (as samples that iterate over
   sets of strings); ``nobuild``:
-  rebuilding fails; ``skipped`` / ``xfail``: not run.
+  rebuilding fails; ``skipped`` / ``xfail``: not run. Every sample of ``nap…`` ops (``nap``,
+  ``nap3``, ...) sleeps ``$FAKE_NAP`` seconds (default 1) and passes; ``flaky`` fails until
+  file ``marker`` exists (it creates it), then passes; ``flakypid`` passes only in a process
+  other than the one that ran it first (the pid goes into ``marker``).
 """
 
 from __future__ import annotations
@@ -62,6 +65,22 @@ def _block(x):
     return x.sin()
 
 
+def _nap(x):
+    time.sleep(float(os.environ.get("FAKE_NAP", "1")))
+    return x.sin()
+
+
+def _flaky(marker: str, fresh: bool):
+    """Wrong the first time; then right (``fresh``: only in another process)."""
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+        return _WrongSin.apply
+    with open(marker) as f:
+        first = int(f.read())
+    return _WrongSin.apply if fresh and first == os.getpid() else torch.sin
+
+
 FUNCTIONS = {
     "sin": torch.sin,
     "wrong": _WrongSin.apply,
@@ -77,8 +96,10 @@ class FakeSuite:
     name = "fake"
     engine = "torch"
 
-    def __init__(self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1, odd: int = 0):
-        self.mode, self.ops, self.samples, self.odd = mode, ops, samples, odd
+    def __init__(
+        self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1, odd: int = 0, marker: str | None = None
+    ):
+        self.mode, self.ops, self.samples, self.odd, self.marker = mode, ops, samples, odd, marker
 
     def prepare(self) -> None:
         pass
@@ -100,6 +121,10 @@ class FakeSuite:
         size = {"big": 3000, "drag": 50}.get(case.op, 4)
         x = torch.linspace(0.1, 0.9, size, dtype=torch.float64).requires_grad_()
         func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
+        if case.op.startswith("nap"):
+            func = _nap
+        elif case.op in ("flaky", "flakypid"):
+            func = _flaky(f"{self.marker}-{case}", fresh=case.op == "flakypid")
         calls = (
             CheckCall("gradcheck" if case.check == "grad" else "gradgradcheck", {"fast_mode": self.mode == "fast"}),
         )
