@@ -153,9 +153,6 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         finally:
             plan.writer.close()
         result.interrupted = stopper.name
-        if not result.records:
-            print("distcheck: no case matches the selection", file=sys.stderr)
-            return USAGE_ERROR
         print(console.summary(result, args.strict_flaky, plan.folder))
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
         json_report.write(result, str(plan.folder / REPORT), plan.command, resume)
@@ -237,7 +234,7 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
     """Check everything that can be checked before a case runs; open the run folder."""
     from distcheck.runner import RunOptions
     from distcheck.runner.preflight import check_reachable, check_writable
-    from distcheck.runner.store import RunWriter, check_resumable, create_folder, default_folder, read_run, run_start
+    from distcheck.runner.store import RunWriter, check_new_folder, check_resumable, default_folder, read_run, run_start
 
     _check_conflicts(args)
     if args.json:
@@ -263,7 +260,7 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
         reruns=args.reruns,
     )
     check_reachable(None if args.serial else options.address)
-    folder = create_folder(args.out or default_folder(args.suite, args.mode))
+    folder = check_new_folder(args.out or default_folder(args.suite, args.mode))
     selection = _selection(args)
     writer = RunWriter(folder, run_start(args.suite, args.mode, selection, options, command))
     return _Plan(suite, selection, options, folder, writer, [], command)

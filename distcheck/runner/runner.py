@@ -265,19 +265,21 @@ def run_suite(
     set it (from another thread, a signal handler) to end the run early, incomplete.
 
     Raises :class:`~distcheck.suites.base.UsageError` (before running anything) for names
-    the suite does not know."""
+    the suite does not know, or a selection of no case."""
     options = options or RunOptions()
     listener = listener or Listener()
     start = time.perf_counter()
     cases = select(suite, selection, options.max_cases)
     first = next(cases, None)  # unknown names raise here, in this thread
+    if first is None:
+        raise UsageError("no case matches the selection")
     dispatcher = make_dispatcher(suite, options)
     if stop is not None:
         dispatcher.stop = stop
     result = RunResult(suite.name, suite.mode, dispatcher.name, dispatcher.workers)
     listener.started(result)
     collector = _Collector(listener, recorded, hold=options.reruns > 0)
-    everything = itertools.chain([first] if first is not None else [], cases)
+    everything = itertools.chain([first], cases)
     try:
         dispatcher.run(collector.enumerate(everything), collector.emit)
         rerun(dispatcher, collector, options.reruns)

@@ -76,33 +76,49 @@ def default_folder(suite: str, mode: str, root: str = "runs") -> Path:
     return folder
 
 
-def create_folder(folder: str | os.PathLike) -> Path:
-    """Make ``folder`` for a new run (UsageError if that is impossible or it holds a run)."""
+def check_new_folder(folder: str | os.PathLike) -> Path:
+    """``folder``, if a new run can be recorded there (UsageError if it cannot be created or
+    written, or holds a run). It is created when the run starts."""
     folder = Path(folder)
     if (folder / RECORDS).exists():
         raise UsageError(f"{folder} already holds a run: finish it with --resume {folder}, or choose another --out")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create the run folder {folder}: {e.strerror or e}") from None
-    check_writable(folder / RECORDS, "run folder's records")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"cannot create the run folder {folder}: {existing} is not a folder")
+    if existing == folder:
+        check_writable(folder / RECORDS, "run's records")
+    elif not os.access(existing, os.W_OK):
+        raise UsageError(f"cannot create the run folder {folder}: {existing} is not writable")
     return folder
 
 
 class RunWriter(Listener):
-    """Appends a run's records to ``folder/records.jsonl`` as they arrive (a runner listener).
-    ``start``: the RunStart line of a new run; None to resume the run already there."""
+    """Appends a run's records to ``folder/records.jsonl`` as they arrive (a runner listener);
+    the folder is made when the run starts (after the selection proved valid). ``start``: the
+    RunStart line of a new run; None to resume the run already there."""
 
     def __init__(self, folder: str | os.PathLike, start: dict[str, Any] | None, written: set[str] = frozenset()):
         self.path = Path(folder) / RECORDS
         self.written = set(written)  # case ids already in the file
+        self._first = start if start is not None else {TYPE: RUN_RESUME, "resumed": _now(), "versions": versions()}
         self._lock = threading.Lock()
-        self._file = open(self.path, "a", buffering=1, encoding="utf-8")  # line-buffered: a flush per line
-        self._line(start if start is not None else {TYPE: RUN_RESUME, "resumed": _now(), "versions": versions()})
+        self._file = None
+        self._closed = False
 
-    def _line(self, data: dict[str, Any]) -> None:
+    def started(self, result: RunResult) -> None:
+        self._line(None)
+
+    def _line(self, data: dict[str, Any] | None) -> None:
         with self._lock:
-            if not self._file.closed:
+            if self._closed:
+                return
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", buffering=1, encoding="utf-8")  # line-buffered: a flush per line
+                self._file.write(json.dumps(self._first, separators=(",", ":")) + "\n")
+            if data is not None:
                 self._file.write(json.dumps(data, separators=(",", ":")) + "\n")
 
     def recorded(self, record: CaseRecord) -> None:
@@ -117,7 +133,9 @@ class RunWriter(Listener):
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from distcheck.runner.records import CaseRecord
 from distcheck.runner.store import (
     RECORDS,
     RunWriter,
+    check_new_folder,
     check_resumable,
-    create_folder,
     default_folder,
     read_run,
     run_start,
@@ -50,6 +50,7 @@ def test_records_stream_in_reportlog_layout(tmp_path):
 
 def test_a_record_is_on_disk_as_soon_as_it_is_recorded(tmp_path):
     writer = RunWriter(tmp_path, {"$report_type": "RunStart"})
+    assert not (tmp_path / RECORDS).exists()  # until the run starts
     writer.recorded(CaseRecord(CaseId("fake", "sin", "float64", "grad", 0), "pass"))
     assert len((tmp_path / RECORDS).read_text().splitlines()) == 2  # flushed, the file still open
     writer.close()
@@ -88,10 +89,10 @@ def test_resume_runs_only_what_is_missing(tmp_path):
 def test_new_folders(tmp_path):
     folder = default_folder("torch-opinfo", "slow", str(tmp_path))
     assert folder.parent == tmp_path and folder.name.startswith("torch-opinfo-slow-") and folder.name.endswith("Z")
-    assert create_folder(tmp_path / "a" / "b").is_dir()
-    _run(tmp_path / "a" / "b")
+    assert check_new_folder(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    _run(tmp_path / "a" / "b")  # made as the run starts
     with pytest.raises(UsageError, match="already holds a run: finish it with --resume"):
-        create_folder(tmp_path / "a" / "b")
+        check_new_folder(tmp_path / "a" / "b")
 
 
 @pytest.mark.parametrize(
