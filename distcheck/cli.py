@@ -294,6 +294,7 @@ class _StopOnSignal:
         from distcheck.runner.runner import Interrupted
 
         if self.signum is not None:
+            _kill_local_ray()
             os._exit(128 + signum)
         self.signum = signum
         self.stop.set()
@@ -312,6 +313,15 @@ def _shutdown_ray() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def _kill_local_ray() -> None:
+    """SIGKILL the processes of the local Ray this process started, if any (its raylet's death
+    ends its workers): exiting at once must not leave them behind. A joined cluster is left alone."""
+    ray = sys.modules.get("ray")
+    node = None if ray is None else getattr(ray._private.worker, "_global_node", None)
+    if node is not None:
+        node.kill_all_processes(check_alive=False, allow_graceful=False)
 
 
 def _quiet_stdout() -> None:

@@ -2,7 +2,7 @@
 
     python -m tests.runner.fake_cli run --suite naps ...
 
-Suite ``fake`` is :class:`~tests.runner.fake_suite.FakeSuite`; suite ``naps`` is 8 ops × 2
+Suite ``fake`` is :class:`~tests.runner.fake_suite.FakeSuite`; suite ``naps`` is 6 ops × 2
 samples that sleep ``$FAKE_NAP`` seconds each and pass, one wrong op (fails) and one xfail:
 cases long enough to interrupt, kill or lose a node under, in separate groups (each op is its
 own Ray task, so that every node has work).
@@ -16,7 +16,7 @@ import distcheck.suites
 from distcheck.cli import main
 from tests.runner.fake_suite import FakeSuite
 
-NAPS = tuple(f"nap{k}" for k in range(8))
+NAPS = tuple(f"nap{k}" for k in range(6))
 SUITES = {"fake": "tests.runner.fake_suite:FakeSuite", "naps": "tests.runner.fake_cli:NapSuite"}
 
 
