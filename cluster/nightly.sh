@@ -9,6 +9,9 @@
 #   ADDRESS=10.0.0.5:6379 cluster/nightly.sh # another cluster
 #   ADDRESS=local cluster/nightly.sh         # a local Ray on this machine's cores
 #
+# A run folder per suite and mode goes next to its report (OUT/SUITE-MODE/); run again the same
+# day, the script resumes the runs that were interrupted and skips the finished ones.
+#
 # Settings (environment): ADDRESS (default auto), OUT (report folder, default
 # reports/nightly-YYYY-MM-DD), PYTHON (default: this repo's .venv python), TIMEOUT (seconds per
 # case, default 1800), SUITES (default "torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast").
@@ -28,8 +31,18 @@ for entry in $SUITES; do
   suite="${entry%%:*}"
   mode="${entry##*:}"
   report="$OUT/$suite-$mode.json"
-  echo "== $suite ($mode) -> $report"
-  "$PYTHON" -m distcheck run --suite "$suite" --mode "$mode" --timeout "$TIMEOUT" --address "$ADDRESS" --json "$report"
+  folder="$OUT/$suite-$mode"
+  if [[ -f "$folder/report.json" ]] && grep -q '"complete": true' "$folder/report.json"; then
+    echo "== $suite ($mode): done already ($report)"
+    continue
+  elif [[ -f "$folder/records.jsonl" ]]; then  # interrupted: finish it
+    echo "== $suite ($mode) resumed -> $report"
+    "$PYTHON" -m distcheck run --resume "$folder" --address "$ADDRESS" --json "$report"
+  else
+    echo "== $suite ($mode) -> $report"
+    "$PYTHON" -m distcheck run --suite "$suite" --mode "$mode" --timeout "$TIMEOUT" --address "$ADDRESS" \
+      --out "$folder" --json "$report"
+  fi
   code=$?
   if [[ $code -ne 0 ]]; then
     echo "!! $suite ($mode) exited with status $code"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -181,14 +183,14 @@ def _free_port() -> int:
 def test_verdicts_after_a_node_loss_equal_an_undisturbed_run(tmp_path, undisturbed):
     """A two-node loopback cluster (cluster/local_cluster.sh), its worker node killed while the
     run uses both nodes: the lost node's cases run again on the head, none is an error."""
-    port = _free_port()
-    env = {**os.environ, "PORT": str(port), "STATE": str(tmp_path / "cluster")}
+    port, state = _free_port(), tempfile.mkdtemp(prefix="dc-", dir="/tmp")  # Ray's socket paths: < 108 bytes
+    env = {**os.environ, "PORT": str(port), "STATE": state}
     script = str(REPO / "cluster" / "local_cluster.sh")
-    subprocess.run([script, "start"], env=env, check=True, capture_output=True, timeout=180)
     out = tmp_path / "run"
     driver = None
     try:
-        driver = _distcheck(out, "--address", f"127.0.0.1:{port}")
+        subprocess.run([script, "start"], env=env, check=True, capture_output=True, timeout=180)
+        driver = _distcheck(out, "--address", f"127.0.0.1:{port}", nap=0.15)
         _wait_for_records(out, driver, 2)  # both nodes are busy: 4 tasks in flight on 2 CPUs
         subprocess.run([script, "kill-worker"], env=env, check=True, capture_output=True, timeout=30)
         _, err = driver.communicate(timeout=240)
@@ -197,4 +199,5 @@ def test_verdicts_after_a_node_loss_equal_an_undisturbed_run(tmp_path, undisturb
         if driver is not None:
             _kill_session(driver.pid)
         subprocess.run([script, "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(state, ignore_errors=True)
     assert _final_verdicts(out) == undisturbed
