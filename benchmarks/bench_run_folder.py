@@ -54,7 +54,7 @@ def timed_run(selection: Selection, folder: str | None) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", default="add,mul,sub,cdist,linalg.det,nn.functional.conv2d", help="comma-separated ops")
+    parser.add_argument("--ops", default="add,mul,sub,cdist,linalg.det,nn.functional.conv2d", help="op names")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
