@@ -154,6 +154,22 @@ def test_ctrl_c_stops_within_10_s_with_a_partial_report_and_leaves_no_ray_proces
     assert _final_verdicts(out) == undisturbed
 
 
+def test_sigterm_stops_a_serial_run_with_status_143(tmp_path):
+    out = tmp_path / "run"
+    driver = _distcheck(out, "--serial", nap=2.0)  # a case takes seconds: interrupted in the middle
+    try:
+        _wait_for_records(out, driver, 1)
+        os.kill(driver.pid, signal.SIGTERM)
+        start = time.monotonic()
+        _, err = driver.communicate(timeout=60)
+        assert time.monotonic() - start < 10 and driver.returncode == 143, err
+    finally:
+        _kill_session(driver.pid)
+    summary = _report(out)["summary"]
+    assert summary["complete"] is False and summary["interrupted"] == "SIGTERM"
+    assert summary["cases"] == len(_case_lines(out)) >= 1
+
+
 @pytest.mark.ray
 def test_a_second_ctrl_c_exits_at_once_with_the_stream_intact(tmp_path):
     out = tmp_path / "run"
