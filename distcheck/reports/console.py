@@ -128,11 +128,12 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
         "",
     ]
     checks = [c for c in CHECK_KINDS if any(r.case.check == c for r in result.records)]
-    header = ["check", *VERDICTS, "total"]
+    verdicts = list(result.counts())  # flaky too, in a run that has some
+    header = ["check", *verdicts, "total"]
     rows = [header]
     for check in [*checks, None]:
         counts = result.counts(check)
-        rows.append([check or "total", *(str(counts[v]) for v in VERDICTS), str(sum(counts.values()))])
+        rows.append([check or "total", *(str(counts[v]) for v in verdicts), str(sum(counts.values()))])
     widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]

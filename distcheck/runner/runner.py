@@ -88,8 +88,8 @@ class RunResult:
         return [r for r in self.records if r.verdict == FLAKY]
 
     def counts(self, check: str | None = None) -> dict[str, int]:
-        """Cases per verdict (of one check kind, or all)."""
-        counts = dict.fromkeys(VERDICTS, 0)
+        """Cases per verdict (of one check kind, or all); ``flaky`` only in a run that has some."""
+        counts = dict.fromkeys((*VERDICTS, FLAKY) if self.flaky else VERDICTS, 0)
         for r in self.records:
             if check is None or r.case.check == check:
                 counts[r.verdict] += 1
