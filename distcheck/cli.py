@@ -348,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"distcheck: error: suite {args.suite!r} needs a library that is not installed: {e}", file=sys.stderr)
         return USAGE_ERROR
+    except ConnectionError as e:  # joining the cluster failed (ensure_ray explains why)
+        print(f"distcheck: error: {e}", file=sys.stderr)
+        return USAGE_ERROR
     except KeyboardInterrupt:
         print("\ndistcheck: interrupted", file=sys.stderr)
         return 130

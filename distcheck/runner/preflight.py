@@ -37,8 +37,12 @@ def host_port(address: str) -> tuple[str, int] | None:
 
 
 def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
-    """UsageError (within ``timeout`` seconds) unless something listens at the cluster's head
-    (Ray itself retries for minutes, logging time-outs)."""
+    """UsageError (within ``timeout`` seconds) unless something listens at the head of the
+    cluster ``address`` names (None: ``$DISTCHECK_RAY_ADDRESS`` or ``$RAY_ADDRESS`` if set, see
+    ``ensure_ray``). Ray itself retries for minutes, logging time-outs."""
+    from distcheck.executors.ray_executor import resolve_address
+
+    address = resolve_address(address)
     where = None if address is None else host_port(address)
     if where is None:
         return

@@ -131,19 +131,26 @@ def test_driver_killed_with_sigkill_resumes_without_loss_or_duplicates(tmp_path,
     assert {line["id"] for line in _case_lines(out)[: len(before)]} == before  # kept, not run again
 
 
+def _stop(out: Path, driver: subprocess.Popen, records: int, signum: int) -> str:
+    """Send ``signum`` once ``records`` cases are recorded; check that the driver exits with
+    128 + signum within 10 s, leaving no process behind; its stderr."""
+    try:
+        _wait_for_records(out, driver, records)
+        os.kill(driver.pid, signum)
+        start = time.monotonic()
+        _, err = driver.communicate(timeout=60)
+        assert time.monotonic() - start < 10 and driver.returncode == 128 + signum, err
+        assert _gone(driver.pid, 10), "a Ray process outlived distcheck"
+    finally:
+        _kill_session(driver.pid)
+    return err
+
+
 @pytest.mark.ray
 def test_ctrl_c_stops_within_10_s_with_a_partial_report_and_leaves_no_ray_process(tmp_path, undisturbed):
     out = tmp_path / "run"
     driver = _distcheck(out)  # a local Ray of its own
-    try:
-        _wait_for_records(out, driver, 3)
-        os.kill(driver.pid, signal.SIGINT)
-        start = time.monotonic()
-        _, err = driver.communicate(timeout=60)
-        assert time.monotonic() - start < 10 and driver.returncode == 130, err
-        assert _gone(driver.pid, 10), "a Ray process outlived distcheck"
-    finally:
-        _kill_session(driver.pid)
+    err = _stop(out, driver, 3, signal.SIGINT)
     assert f"resume with: distcheck run --resume {out}" in err
     summary = _report(out)["summary"]
     assert summary["complete"] is False and summary["interrupted"] == "SIGINT"
@@ -156,15 +163,7 @@ def test_ctrl_c_stops_within_10_s_with_a_partial_report_and_leaves_no_ray_proces
 
 def test_sigterm_stops_a_serial_run_with_status_143(tmp_path):
     out = tmp_path / "run"
-    driver = _distcheck(out, "--serial", nap=2.0)  # a case takes seconds: interrupted in the middle
-    try:
-        _wait_for_records(out, driver, 1)
-        os.kill(driver.pid, signal.SIGTERM)
-        start = time.monotonic()
-        _, err = driver.communicate(timeout=60)
-        assert time.monotonic() - start < 10 and driver.returncode == 143, err
-    finally:
-        _kill_session(driver.pid)
+    _stop(out, _distcheck(out, "--serial", nap=2.0), 1, signal.SIGTERM)  # interrupted in a case of seconds
     summary = _report(out)["summary"]
     assert summary["complete"] is False and summary["interrupted"] == "SIGTERM"
     assert summary["cases"] == len(_case_lines(out)) >= 1
