@@ -267,8 +267,9 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
 
 
 class _StopOnSignal:
-    """SIGINT and SIGTERM stop the run (``stop`` is set; a serial run's case is interrupted);
-    a second one exits at once (the streamed records are intact: each line is flushed whole)."""
+    """SIGINT and SIGTERM stop the run (``stop`` is set; a serial run's case is interrupted,
+    and only a case: the signal may come while the report is written); a second one exits at
+    once (the streamed records are intact: each line is flushed whole)."""
 
     def __init__(self, serial: bool):
         self.serial = serial
@@ -304,8 +305,19 @@ class _StopOnSignal:
             file=sys.stderr,
             flush=True,
         )
-        if self.serial:
+        if self.serial and _in_serial_dispatch(frame):
             raise Interrupted
+
+
+def _in_serial_dispatch(frame) -> bool:
+    """Whether ``frame`` (where a signal interrupted this thread) is inside the serial dispatcher."""
+    from distcheck.runner.serial import SerialDispatcher
+
+    while frame is not None:
+        if frame.f_code is SerialDispatcher.run.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _shutdown_ray() -> None:
