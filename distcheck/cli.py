@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 from distcheck.runner import hash_seed
+from distcheck.runner.runner import Listener, Listeners
 from distcheck.suites import CHECK_KINDS, MODES, Selection, UsageError, get_suite, suite_names
 
 USAGE_ERROR = 2
@@ -147,9 +148,9 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"distcheck: run folder {plan.folder}", file=sys.stderr)
     with _StopOnSignal(plan.options.serial) as stopper:
         try:
-            result = run_suite(
-                plan.suite, plan.selection, plan.options, plan.listener(), recorded=plan.recorded, stop=stopper.stop
-            )
+            listener = Listeners(plan.listener(), stopper)
+            recorded = plan.recorded
+            result = run_suite(plan.suite, plan.selection, plan.options, listener, recorded=recorded, stop=stopper.stop)
         finally:
             plan.writer.close()
         result.interrupted = stopper.name
@@ -209,7 +210,6 @@ class _Plan:
 
     def listener(self):
         from distcheck.reports import console
-        from distcheck.runner.runner import Listeners
 
         return Listeners(self.writer, console.ConsoleProgress())
 
@@ -266,16 +266,18 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
     return _Plan(suite, selection, options, folder, writer, [], command)
 
 
-class _StopOnSignal:
+class _StopOnSignal(Listener):
     """SIGINT and SIGTERM stop the run (``stop`` is set; a serial run's case is interrupted,
     and only a case: the signal may come while the report is written); a second one exits at
-    once (the streamed records are intact: each line is flushed whole)."""
+    once (the streamed records are intact: each line is flushed whole). A listener of the run:
+    when it starts, the handlers are set again (``ray.init`` replaces the SIGTERM handler)."""
 
     def __init__(self, serial: bool):
         self.serial = serial
         self.stop = threading.Event()
         self.signum: int | None = None
         self._previous: dict[int, object] = {}
+        self._started: list[int] = []
 
     @property
     def name(self) -> str | None:
@@ -287,6 +289,11 @@ class _StopOnSignal:
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
+    def started(self, result) -> None:
+        if self._previous and threading.current_thread() is threading.main_thread():
+            for signum in self._previous:
+                signal.signal(signum, self._handle)
+
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
@@ -295,8 +302,9 @@ class _StopOnSignal:
         from distcheck.runner.runner import Interrupted
 
         if self.signum is not None:
-            _kill_local_ray()
+            _kill(self._started)
             os._exit(128 + signum)
+        self._started = _descendants(os.getpid())  # now, before Ray's shutdown orphans some of them
         self.signum = signum
         self.stop.set()
         print(
@@ -327,13 +335,38 @@ def _shutdown_ray() -> None:
         ray.shutdown()
 
 
-def _kill_local_ray() -> None:
-    """SIGKILL the processes of the local Ray this process started, if any (its raylet's death
-    ends its workers): exiting at once must not leave them behind. A joined cluster is left alone."""
-    ray = sys.modules.get("ray")
-    node = None if ray is None else getattr(ray._private.worker, "_global_node", None)
-    if node is not None:
-        node.kill_all_processes(check_alive=False, allow_graceful=False)
+def _kill(pids: list[int]) -> None:
+    """SIGKILL ``pids``: the processes this one started, and theirs, when the first signal came
+    (a local Ray: GCS, raylet, its agents and workers; a joined cluster's are not ours), so that
+    exiting at once leaves none behind. A forked child kills them while this process exits:
+    Ray's core worker ends its process with status 1 the moment its raylet dies."""
+    if pids and os.fork() == 0:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os._exit(0)
+
+
+def _descendants(root: int) -> list[int]:
+    """The processes ``root`` started, and theirs (found through /proc: Linux; else none)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _quiet_stdout() -> None:

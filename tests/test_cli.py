@@ -210,3 +210,14 @@ def test_list_into_a_closed_pipe():
     )
     assert result.stdout == "torch-opinfo::add::float64::sample0::grad\n"
     assert "Error" not in result.stderr, result.stderr
+
+
+def test_descendants_are_the_processes_this_one_started():
+    from distcheck.cli import _descendants
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert child.pid in _descendants(os.getpid()) and os.getpid() not in _descendants(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
