@@ -5,8 +5,13 @@
 #
 #   cluster/local_cluster.sh start        # start both nodes; prints the address to join
 #   cluster/local_cluster.sh status       # `ray status` of this cluster
-#   cluster/local_cluster.sh kill-worker  # kill the worker node's raylet (simulates losing a node)
+#   cluster/local_cluster.sh kill-worker  # SIGKILL every process of the worker node (losing a node)
 #   cluster/local_cluster.sh stop         # stop every process of this cluster (and only those)
+#
+# Each node runs in a session of its own (started with setsid; its id is kept in STATE/head.sid
+# and STATE/worker.sid; Ray's worker processes get process groups of their own, but stay in
+# the session): kill-worker and stop signal those sessions' processes, never processes found by
+# name, so that other Rays on the machine are never touched.
 #
 # Settings (environment): PORT (head GCS port, default 6390), NUM_CPUS (per node, default 1),
 # STATE (temp dirs, default /tmp/distcheck-cluster), RAY (the ray command, default: the one
@@ -29,13 +34,25 @@ export RAY_task_oom_retries="${RAY_task_oom_retries:-2}"
 HEAD_DIR="$STATE/head"
 WORKER_DIR="$STATE/worker"
 
-# The processes of one node: their command lines name the node's temp dir (unique to us).
-node_pids() {
-  pgrep -f -- "$1" || true
+# Whether the session of node $1 (head or worker) has a process left.
+alive() {
+  [[ -s "$STATE/$1.sid" ]] && pgrep -s "$(cat "$STATE/$1.sid")" >/dev/null
+}
+
+# Send signal $2 to every process of the session of node $1.
+signal_node() {
+  if alive "$1"; then pkill "-$2" -s "$(cat "$STATE/$1.sid")" || true; fi
+}
+
+# Run `ray start ...` in a new session whose id goes into STATE/$1.sid.
+start_node() {
+  local node="$1"
+  shift
+  setsid -w bash -c 'echo $$ > "$0"; exec "$@"' "$STATE/$node.sid" "$RAY" start "$@" >"$STATE/$node.log" 2>&1
 }
 
 start() {
-  if [[ -n "$(node_pids "$HEAD_DIR")" ]]; then
+  if alive head; then
     echo "already running (cluster/local_cluster.sh stop first)" >&2
     exit 1
   fi
@@ -45,12 +62,12 @@ start() {
   fi
   # Started from the repository root, so that workers import this checkout's distcheck.
   cd "$REPO"
-  "$RAY" start --head --port="$PORT" --num-cpus="$NUM_CPUS" --include-dashboard=false \
-    --temp-dir="$HEAD_DIR" --disable-usage-stats >"$STATE/head.log" 2>&1
+  start_node head --head --port="$PORT" --num-cpus="$NUM_CPUS" --include-dashboard=false \
+    --temp-dir="$HEAD_DIR" --disable-usage-stats
   # A second node on the same machine: its own temp dir, and its own dashboard-agent port
   # (the default one is taken by the head's agent).
-  "$RAY" start --address="127.0.0.1:$PORT" --num-cpus="$NUM_CPUS" --temp-dir="$WORKER_DIR" \
-    --dashboard-agent-listen-port=$((PORT + 2)) --disable-usage-stats >"$STATE/worker.log" 2>&1
+  start_node worker --address="127.0.0.1:$PORT" --num-cpus="$NUM_CPUS" --temp-dir="$WORKER_DIR" \
+    --dashboard-agent-listen-port=$((PORT + 2)) --disable-usage-stats
   echo "Ray cluster: 2 nodes x $NUM_CPUS CPUs (RAY_AUTH_MODE=$RAY_AUTH_MODE); logs in $STATE"
   echo "Run checks on it:  DISTCHECK_EXECUTOR=ray DISTCHECK_RAY_ADDRESS=127.0.0.1:$PORT <your test command>"
 }
@@ -60,30 +77,25 @@ status() {
 }
 
 kill_worker() {
-  local pids
-  pids="$(pgrep -f -- "raylet.*$WORKER_DIR" || true)"
-  if [[ -z "$pids" ]]; then
-    echo "no worker raylet running" >&2
+  if ! alive worker; then
+    echo "no worker node running" >&2
     exit 1
   fi
-  kill -9 $pids
-  echo "killed the worker node's raylet (pid $pids); Ray declares the node dead after ~15 s"
+  signal_node worker KILL
+  echo "killed the worker node (session $(cat "$STATE/worker.sid")); Ray declares it dead after ~15 s"
 }
 
 stop() {
   # The worker node first, then the head; SIGTERM, then SIGKILL what is left after 10 s
   # (a head may ignore SIGTERM for several seconds).
-  local dir pids
-  for dir in "$WORKER_DIR" "$HEAD_DIR"; do
-    pids="$(node_pids "$dir")"
-    [[ -n "$pids" ]] && kill $pids 2>/dev/null || true
-  done
+  signal_node worker TERM
+  signal_node head TERM
   for _ in $(seq 20); do
-    [[ -z "$(node_pids "$STATE")" ]] && break
+    alive worker || alive head || break
     sleep 0.5
   done
-  pids="$(node_pids "$STATE")"
-  [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null || true
+  signal_node worker KILL
+  signal_node head KILL
   echo "stopped"
 }
 

@@ -11,6 +11,9 @@
 #   ADDRESS=10.0.0.5:6379 cluster/nightly.sh # another cluster
 #   ADDRESS=local cluster/nightly.sh         # a local Ray on this machine's cores
 #
+# A run folder per suite and mode goes next to its report (OUT/SUITE-MODE/); run again the same
+# day, the script resumes the runs that were interrupted and skips the finished ones.
+#
 # Settings (environment): ADDRESS (default auto), OUT (report folder, default
 # reports/nightly-YYYY-MM-DD), PREVIOUS (the previous night's report folder, default the latest
 # other reports/nightly-* folder), PYTHON (default: this repo's .venv python), TIMEOUT (seconds per
@@ -37,11 +40,21 @@ for entry in $SUITES; do
   mode="${entry##*:}"
   name="$suite-$mode"
   report="$OUT/$name.json"
+  folder="$OUT/$name"
   last=""
   [[ -n "$PREVIOUS" && -f "$PREVIOUS/$name.json" ]] && last="$PREVIOUS/$name.json"
-  echo "== $suite ($mode) -> $report${last:+ (longest first, from $last)}"
-  "$PYTHON" -m distcheck run --suite "$suite" --mode "$mode" --timeout "$TIMEOUT" --address "$ADDRESS" \
-    --json "$report" --junit "$OUT/$name.junit.xml" --html "$OUT/$name.html" ${last:+--durations "$last"}
+  reports=(--json "$report" --junit "$OUT/$name.junit.xml" --html "$OUT/$name.html")
+  if [[ -f "$folder/report.json" ]] && grep -q '"complete": true' "$folder/report.json"; then
+    echo "== $suite ($mode): done already ($report)"
+    continue
+  elif [[ -f "$folder/records.jsonl" ]]; then  # interrupted: finish it
+    echo "== $suite ($mode) resumed -> $report"
+    "$PYTHON" -m distcheck run --resume "$folder" --address "$ADDRESS" "${reports[@]}"
+  else
+    echo "== $suite ($mode) -> $report${last:+ (longest first, from $last)}"
+    "$PYTHON" -m distcheck run --suite "$suite" --mode "$mode" --timeout "$TIMEOUT" --address "$ADDRESS" \
+      --out "$folder" "${reports[@]}" ${last:+--durations "$last"}
+  fi
   code=$?
   if [[ $code -ne 0 ]]; then
     echo "!! $suite ($mode) exited with status $code"

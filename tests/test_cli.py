@@ -1,52 +1,127 @@
-"""The command line: exit statuses, usage errors without tracebacks, list, run, JSON."""
+"""The command line: exit statuses, usage errors without tracebacks, list, run, JSON, the run
+folder, resume, reruns. ``BAD_INPUTS`` is the table of bad inputs the README lists."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+import distcheck.cli
 import distcheck.suites
 from distcheck.cli import main
+from distcheck.runner import RunOptions, run_suite
+from distcheck.runner.store import RECORDS, read_run
+from distcheck.suites import Selection, UsageError, get_suite
+from tests.runner.fake_cli import SUITES
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    """Suite ``fake`` (tests/runner/fake_suite.py) registered like a built-in one."""
-    monkeypatch.setitem(distcheck.suites._SUITES, "fake", "tests.runner.fake_suite:FakeSuite")
+    """Suites ``fake`` and ``naps`` (tests/runner/fake_cli.py) registered like built-in ones."""
+    for name, where in SUITES.items():
+        monkeypatch.setitem(distcheck.suites._SUITES, name, where)
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["run", "--suite", "nope", "--serial"], "unknown suite 'nope'"),
-        (["run", "--ops", "add", "--dtypes", "float16", "--serial"], "unknown dtype 'float16'"),
-        (["list", "--ops", "addd"], "unknown op 'addd' in op_db (did you mean add"),
-        (["list", "--ops", "add", "-k", "no-such-case"], "no case matches the selection"),
-    ],
-)
-def test_usage_errors(argv, message, capsys):
-    assert main(argv) == 2
+FAKE_RUN = ["run", "--suite", "fake", "--ops", "sin,xfail", "--checks", "grad", "--serial"]
+
+
+@pytest.fixture
+def folders(fake, tmp_path, capsys):
+    """Run folders to resume (or not): ``done`` (finished), ``cut`` (its driver killed after the
+    first record), ``other`` (its records of another suite), ``junk`` (not JSON), ``empty``."""
+    assert main([*FAKE_RUN, "--out", str(tmp_path / "done")]) == 0
+    lines = (tmp_path / "done" / RECORDS).read_text().splitlines()
+    for name, content in {
+        "cut": lines[:2],
+        "other": [lines[0], lines[1].replace("fake::", "torch-opinfo::")],
+        "junk": ["Traceback (most recent call last):", "{}"],
+        "empty": [],
+    }.items():
+        (tmp_path / name).mkdir()
+        if content:
+            (tmp_path / name / RECORDS).write_text("\n".join(content) + "\n")
+    (tmp_path / "empty" / "notes.txt").write_text("")
+    (tmp_path / "a-file").write_text("")
+    capsys.readouterr()
+    return tmp_path
+
+
+# (arguments, expected message); {tmp} is the folder of the ``folders`` fixture. Every one exits 2
+# with one line on stderr, before any case runs.
+BAD_INPUTS = [
+    (["run", "--suite", "nope", "--serial"], "unknown suite 'nope'"),
+    (["run", "--ops", "add", "--dtypes", "float16", "--serial"], "unknown dtype 'float16'"),
+    (["list", "--ops", "addd"], "unknown op 'addd' in op_db (did you mean add"),
+    (["list", "--ops", "add", "-k", "no-such-case"], "no case matches the selection"),
+    (["run", "--checks", "grad,hessian"], "unknown check kind 'hessian'"),
+    (["run", "--mode", "medium"], "invalid choice: 'medium'"),
+    (["run", "--serial", "--address", "auto"], "not allowed with argument --serial"),
+    (["run", "--timeout", "-3"], "must not be negative"),
+    (["run", "--reruns", "twice"], "not a number: 'twice'"),
+    (["frobnicate"], "invalid choice"),
+    (
+        [*FAKE_RUN, "--json", "/nonexistent/dir/r.json"],
+        "cannot write the JSON report to /nonexistent/dir/r.json: the folder",
+    ),
+    ([*FAKE_RUN, "--json", "{tmp}"], "cannot write the JSON report to {tmp}: it is a folder"),
+    ([*FAKE_RUN, "--out", "{tmp}/a-file/run"], "cannot create the run folder {tmp}/a-file/run"),
+    ([*FAKE_RUN, "--out", "{tmp}/done"], "{tmp}/done already holds a run: finish it with --resume {tmp}/done"),
+    (
+        [*FAKE_RUN[:-1], "--address", "127.0.0.1:1"],
+        "cannot reach the Ray cluster at '127.0.0.1:1' (Connection refused)",
+    ),
+    ([*FAKE_RUN[:-1], "--address", "headnode"], "bad Ray address 'headnode': expected host:port"),
+    ([*FAKE_RUN, "--strict-flaky"], "--strict-flaky needs --reruns N"),
+    (["run", "--resume", "{tmp}/missing"], "cannot resume {tmp}/missing: no such folder"),
+    (["run", "--resume", "{tmp}/empty"], "cannot resume {tmp}/empty: no records.jsonl in it: not a run folder"),
+    (["run", "--resume", "{tmp}/junk"], "cannot resume {tmp}/junk: records.jsonl line 1 is not JSON"),
+    (["run", "--resume", "{tmp}/done"], "cannot resume {tmp}/done: the run is finished: nothing to resume"),
+    (
+        ["run", "--resume", "{tmp}/other"],
+        "holds case torch-opinfo::sin::float64::sample0::grad of suite 'torch-opinfo'",
+    ),
+    (["run", "--resume", "{tmp}/cut", "--ops", "add"], "--resume takes the suite, selection and options from the run"),
+    (["run", "--resume", "{tmp}/cut", "--out", "{tmp}/x", "-k", "y"], "from the run folder: drop -k, --out"),
+    (["run", "--resume", "{tmp}/cut", "--reruns", "2"], "drop --reruns"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_inputs_fail_fast_with_one_line(folders, argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(folders)  # a default run folder would go here
+    argv = [a.replace("{tmp}", str(folders)) for a in argv]
+    start = time.perf_counter()
+    try:
+        status = main(argv)
+    except SystemExit as e:  # argparse's errors
+        status = e.code
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert status == 2 and message.replace("{tmp}", str(folders)) in err, err
+    lines = err.strip().splitlines()  # argparse's usage lines, then one error line
+    assert "Traceback" not in err and message.replace("{tmp}", str(folders)) in lines[-1]
+    assert time.perf_counter() - start < 15
+    assert not (folders / "runs").exists()  # nothing was run
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["run", "--checks", "grad,hessian"], "unknown check kind 'hessian'"),
-        (["run", "--mode", "medium"], "invalid choice: 'medium'"),
-        (["run", "--serial", "--address", "auto"], "not allowed with argument --serial"),
-        (["run", "--timeout", "-3"], "must not be negative"),
-        (["frobnicate"], "invalid choice"),
-    ],
-)
-def test_argument_errors(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    assert exit_.value.code == 2 and message in capsys.readouterr().err
+# The same for the Python API: (call, expected message of its UsageError).
+API_BAD_INPUTS = [
+    (lambda tmp: RunOptions(reruns=-1), "RunOptions.reruns must not be negative"),
+    (lambda tmp: RunOptions(serial=True, address="auto"), "serial=True runs in this process"),
+    (lambda tmp: get_suite("torch-opinfo", "medium"), "unknown mode 'medium'"),
+    (lambda tmp: run_suite(get_suite("torch-opinfo"), Selection(ops=("addd",))), "unknown op 'addd'"),
+    (lambda tmp: read_run(tmp / "missing"), "no such folder"),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), API_BAD_INPUTS)
+def test_bad_api_inputs(call, message, tmp_path):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        call(tmp_path)
 
 
 def test_list(capsys):
@@ -63,13 +138,14 @@ def test_list(capsys):
     )
 
 
-def test_run_passing_cases(fake, capsys, tmp_path):
+def test_run_passing_cases(fake, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     report = tmp_path / "run.json"
-    assert (
-        main(["run", "--suite", "fake", "--ops", "sin,xfail", "--checks", "grad", "--serial", "--json", str(report)])
-        == 0
-    )
+    assert main([*FAKE_RUN, "--json", str(report)]) == 0
     captured = capsys.readouterr()
+    (folder,) = (tmp_path / "runs").iterdir()  # the default run folder
+    assert folder.name.startswith("fake-fast-") and f"distcheck: run folder runs/{folder.name}" in captured.err
+    assert json.loads((folder / "report.json").read_text())["cases"] == json.loads(report.read_text())["cases"]
     assert "distcheck: suite fake (fast mode) on serial, 1 worker(s)" in captured.err
     assert "progress: " in captured.err  # stderr is not a terminal here: plain lines
     assert captured.out.splitlines()[-2] == "OK" and "JSON report" in captured.out
@@ -81,8 +157,11 @@ def test_run_passing_cases(fake, capsys, tmp_path):
     assert data["summary"]["command"][:2] == ["distcheck", "run"]
 
 
-def test_run_with_failures_exits_1(fake, capsys):
-    assert main(["run", "--suite", "fake", "--ops", "sin,wrong", "--checks", "grad", "--serial"]) == 1
+def test_run_with_failures_exits_1(fake, capsys, tmp_path):
+    assert (
+        main(["run", "--suite", "fake", "--ops", "sin,wrong", "--checks", "grad", "--serial", "--out", str(tmp_path)])
+        == 1
+    )
     out = capsys.readouterr().out
     assert "FAIL fake::wrong::float64::sample0::grad" in out and out.rstrip().endswith("FAILED")
 
@@ -95,3 +174,50 @@ def test_python_dash_m():
         "torch-opinfo::add::float64::sample0::grad",
         "torch-opinfo::add::float64::sample1::grad",
     ]
+
+
+def test_resume_finishes_a_cut_run(folders, capsys):
+    assert main(["run", "--resume", str(folders / "cut")]) == 0
+    report = json.loads((folders / "cut" / "report.json").read_text())
+    assert [c["id"] for c in report["cases"]] == ["fake::sin::float64::sample0::grad", "fake::xfail::float64::grad"]
+    assert report["summary"]["complete"] and report["summary"]["command"][:3] == ["distcheck", "run", "--suite"]
+    kinds = [json.loads(line)["$report_type"] for line in (folders / "cut" / RECORDS).read_text().splitlines()]
+    assert kinds == ["RunStart", "CaseRecord", "RunResume", "CaseRecord", "RunFinish"]  # sin was not run again
+
+
+@pytest.mark.parametrize(("strict", "status"), [([], 0), (["--strict-flaky"], 1)])
+def test_flaky_cases_fail_a_run_only_when_strict(fake, capsys, tmp_path, monkeypatch, strict, status):
+    monkeypatch.setattr(distcheck.cli, "get_suite", lambda name, mode: _flaky_suite(tmp_path))
+    argv = ["run", "--suite", "fake", "--checks", "grad", "--serial", "--reruns", "1", "--out", str(tmp_path / "o")]
+    assert main([*argv, *strict]) == status
+    out = capsys.readouterr().out
+    assert "FLAKY fake::flaky::float64::sample0::grad (attempts: fail, pass)" in out
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["summary"]["verdicts"]["flaky"] == 1 and report["cases"][0]["attempts"][1]["verdict"] == "pass"
+
+
+def _flaky_suite(tmp_path):
+    from tests.runner.fake_suite import FakeSuite
+
+    return FakeSuite(ops=("flaky",), marker=str(tmp_path / "m"))
+
+
+def test_list_into_a_closed_pipe():
+    """``distcheck list | head -1``: no BrokenPipeError when the reader stops early."""
+    command = f"{sys.executable} -m distcheck list --ops add,sub,mul --dtypes float64 | head -1"
+    result = subprocess.run(
+        command, shell=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}
+    )
+    assert result.stdout == "torch-opinfo::add::float64::sample0::grad\n"
+    assert "Error" not in result.stderr, result.stderr
+
+
+def test_descendants_are_the_processes_this_one_started():
+    from distcheck.cli import _descendants
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert child.pid in _descendants(os.getpid()) and os.getpid() not in _descendants(os.getpid())
+    finally:
+        child.kill()
+        child.wait()

@@ -2,8 +2,9 @@
 
 The progress goes to stderr: on a terminal one line redrawn in place, otherwise (CI logs,
 pipes) a plain line every ``interval`` seconds. The summary goes to stdout: a table of
-verdicts per check kind, the slowest cases, and the failures with the first lines of their
-messages and a command that reruns just that case.
+verdicts per check kind, the slowest cases, the failures with the first lines of their
+messages and a command that reruns just that case, the flaky cases with their attempts, and,
+for an interrupted run, the command that resumes it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from typing import TextIO
 
 from distcheck.reports import repro
-from distcheck.runner.records import BAD, VERDICTS, CaseRecord
+from distcheck.runner.records import BAD, CaseRecord
 from distcheck.runner.runner import Listener, RunResult
 from distcheck.suites.base import CHECK_KINDS
 
@@ -102,19 +103,38 @@ def reproduce_command(record: CaseRecord, mode: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def summary(result: RunResult) -> str:
-    """The end-of-run report: verdicts per check kind, slowest cases, failures."""
+def _flaky(result: RunResult) -> list[str]:
+    flaky = result.flaky
+    if not flaky:
+        return []
+    lines = ["", f"Flaky ({len(flaky)}): failed, then passed when run again"]
+    for r in flaky[:SHOWN_FAILURES]:
+        attempts = ", ".join(a["verdict"] for a in r.attempts or ())
+        lines.append(f"  FLAKY {r.id} (attempts: {attempts})")
+        lines.append(f"      rerun: {reproduce_command(r, result.mode)}")
+    return lines
+
+
+def resume_command(folder: str) -> str:
+    return f"distcheck run --resume {shlex.quote(str(folder))}"
+
+
+def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = None) -> str:
+    """The end-of-run report: verdicts per check kind, slowest cases, failures, flaky cases;
+    for an interrupted run (recorded in ``folder``), how to resume it. With ``strict_flaky``
+    a flaky case fails the run."""
     lines = [
         f"{result.suite} ({result.mode} mode) on {result.executor} with {result.workers} worker(s): "
         f"{len(result.records)} cases in {result.seconds:.1f} s",
         "",
     ]
     checks = [c for c in CHECK_KINDS if any(r.case.check == c for r in result.records)]
-    header = ["check", *VERDICTS, "total"]
+    verdicts = list(result.counts())  # flaky too, in a run that has some
+    header = ["check", *verdicts, "total"]
     rows = [header]
     for check in [*checks, None]:
         counts = result.counts(check)
-        rows.append([check or "total", *(str(counts[v]) for v in VERDICTS), str(sum(counts.values()))])
+        rows.append([check or "total", *(str(counts[v]) for v in verdicts), str(sum(counts.values()))])
     widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
@@ -138,5 +158,12 @@ def summary(result: RunResult) -> str:
                 lines.append(f"      repro: {repro.command(r, result.mode)}")
         if len(bad) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
-    lines += ["", "FAILED" if result.failed else "OK"]
+    lines += _flaky(result)
+    if not result.complete:
+        why = f"interrupted ({result.interrupted})" if result.interrupted else "stopped"
+        lines += ["", f"INCOMPLETE: {why} with {len(result.records)} cases recorded"]
+        if folder is not None:
+            lines.append(f"resume it: {resume_command(folder)}")
+    failed = result.failed or (strict_flaky and bool(result.flaky))
+    lines += ["", "FAILED" if failed else "OK" if result.complete else "INCOMPLETE"]
     return "\n".join(lines)

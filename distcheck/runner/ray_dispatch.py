@@ -22,8 +22,11 @@
   ones pass again and the stuck one times out again, now by name (a hung case costs up to two
   timeouts, and no case is ever blamed for another). A worker that dies (out of memory, a crash
   in C) is handled alike: its case is reported ``error``, found by a careful rerun. A group
-  whose listing times out or kills its worker is reported ``error`` per check kind. A new runner
-  replaces a lost one.
+  whose listing times out or kills its worker is reported ``error`` per check kind. Then
+  :mod:`~distcheck.runner.worker_errors` decides: a lost node is not the case's fault (its
+  unreported cases run again, at most three node losses a case), a crash runs its case once more
+  alone, out of memory is an ``error`` with Ray's figures. A new runner replaces a lost one.
+- **Stop.** The loop ends, cancelling what runs, when the dispatcher's ``stop`` event is set.
 - **Split cases.** A runner estimates each slow-mode case first: one above the split thresholds
   comes back as ``split``, and the driver starts a *coordinator* task for it at once
   (:mod:`.split`): on the cluster, with its own RNG state, it runs the case's check on the Ray
@@ -35,6 +38,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,6 +54,7 @@ from distcheck.runner.durations import CostlyRule, Durations
 from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
 from distcheck.runner.records import ERROR, CaseRecord
 from distcheck.runner.split import run_split
+from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
 if TYPE_CHECKING:
@@ -197,6 +202,8 @@ class RayDispatcher:
         self.costly, self.durations = costly or CostlyRule(), durations
         self.split_budget = split_budget or Budget(budget.max_bytes)
         self.first_dispatch: float | None = None  # perf_counter() of the first work handed out
+        self.stop = threading.Event()  # set: the run stops (cancelling what runs)
+        self.worker_env: dict[str, str] = {}  # extra worker environment (a new one: new workers)
         self._workers: int | None = None
 
     @property
@@ -224,7 +231,11 @@ class _Run:
         durations = dispatcher.durations
         rule = durations.rule(dispatcher.costly) if durations else dispatcher.costly
         self.enumeration = Enumeration(items, durations.group_seconds if durations else None)
-        self.env = env = hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env)
+        env = hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env)
+        if dispatcher.worker_env:
+            env = {"env_vars": {**hash_seed.ENV, **dispatcher.worker_env}}
+        self.env = env
+        self.deaths = DeathPolicy()
         queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env)
         self.queue = queue.remote(rule.weight, dispatcher.batch_size, dispatcher.group_rule)
         self.runner_task = _runner.options(runtime_env=env)
@@ -237,7 +248,7 @@ class _Run:
     def loop(self) -> None:
         try:
             self.top_up()
-            while self.runners or self.splits or not self.enumeration.over:
+            while not self.d.stop.is_set() and (self.runners or self.splits or not self.enumeration.over):
                 self.feed()
                 self.receive()
                 self.enforce_timeouts(time.monotonic())
@@ -286,7 +297,7 @@ class _Run:
             return
         except RayError as e:  # the worker died in one of the unreported cases (or listing)
             del self.runners[generator]
-            self.lost(runner, f"the worker running this case died: {e}")
+            self.lost(runner, classify(e))
             return
         runner.since = time.monotonic()
         for event in events:
@@ -313,7 +324,7 @@ class _Run:
             if outcome.verdict == SPLIT_VERDICT:
                 self.start_split(case)
             else:
-                records.append(to_record(case, outcome, 1))
+                records.append(self.deaths.settle(to_record(case, outcome, 1)))
         runner.current = finished[-1][0] + 1
         self.sink.emit(records)
 
@@ -324,29 +335,47 @@ class _Run:
         cases = [CaseInfo(CaseId(group.suite, group.op, group.dtype, check), ERROR, message) for check in group.checks]
         self.sink.listed(group, cases)
 
-    def lost(self, runner: _Runner, message: str, timed_out: float | None = None) -> None:
-        """``runner`` stopped (after ``timed_out`` seconds of silence, or because its worker
-        died): blame case ``current`` of its item if it must have been that one, else run the
-        item's unreported cases again in a careful task; the queue gives out again what it took
-        but never began; new runners keep one per CPU."""
-        item, cases, rest = runner.item, runner.cases or [], []
-        if item is not None and item.group is not None and runner.cases is None:
-            if runner.careful:  # listed alone, reporting at once: the listing it is
-                what = f"timed out after {self.d.timeout:g} s (--timeout)" if timed_out is not None else message
+    def lost(self, runner: _Runner, death: WorkerDeath | None, timed_out: float | None = None) -> None:
+        """``runner`` stopped: its worker died (``death``) or it was silent for ``timed_out``
+        seconds. A lost node reruns the item's unreported cases; otherwise case ``current`` of the
+        item is blamed if it must have been that one, else the unreported cases run again in a
+        careful task. The queue gives out again what the runner took but never began; new runners
+        keep one per CPU."""
+        item, cases = runner.item, runner.cases or []
+        unreported = cases[runner.current :]
+        rest: list[CaseInfo] = []
+        if item is None:
+            pass
+        elif item.group is not None and runner.cases is None:
+            if death is not None and death.kind == NODE_LOST:
+                self.start_careful(Item(item.id, group=item.group, careful=True))
+            elif runner.careful:  # listed alone, reporting at once: the listing it is
+                what = f"timed out after {self.d.timeout:g} s (--timeout)" if death is None else death.message
                 self.group_failed(item.group, f"listing the group {what}")
             else:  # in the listing, or in a case whose listing report went down with the worker
                 self.start_careful(Item(item.id, group=item.group, careful=True))
-        elif item is not None and runner.current < len(cases):
-            if runner.culprit_known:
-                case = cases[runner.current]
-                if timed_out is None:
-                    record = CaseRecord(case.id, ERROR, message, 0.0, 1)
-                else:
-                    record = timeout_record(case, self.d.timeout, timed_out, tasks=1)
-                self.sink.emit([record])
-                rest = cases[runner.current + 1 :]
+        elif death is not None and death.kind == NODE_LOST and unreported:
+            exhausted = self.deaths.node_lost([case.key for case in unreported], death)
+            self.sink.emit(
+                [
+                    CaseRecord(case.id, ERROR, exhausted[case.key], 0.0, 1)
+                    for case in unreported
+                    if case.key in exhausted
+                ]
+            )
+            rest = [case for case in unreported if case.key not in exhausted]
+        elif unreported and runner.culprit_known:
+            case, rest = unreported[0], unreported[1:]
+            if death is None:
+                self.sink.emit([timeout_record(case, self.d.timeout, timed_out, tasks=1)])
             else:
-                self.start_careful(Item(item.id, cases=tuple(cases[runner.current :]), careful=True))
+                message = self.deaths.died(case.key, death)
+                if message is None:  # a first crash: once more, alone
+                    self.start_careful(Item(item.id, cases=(case,), careful=True))
+                else:
+                    self.sink.emit([CaseRecord(case.id, ERROR, message, 0.0, 1)])
+        elif unreported:
+            self.start_careful(Item(item.id, cases=tuple(unreported), careful=True))
         batches = [(rest, False)] if rest else []
         if runner.careful:
             if batches:
@@ -406,7 +435,7 @@ class _Run:
             if runner.item is not None and now - runner.since > self.d.timeout:
                 ray.cancel(generator, force=True)
                 del self.runners[generator]
-                self.lost(runner, "", timed_out=now - runner.since)
+                self.lost(runner, None, timed_out=now - runner.since)
         for generator, split in list(self.splits.items()):
             if split.since is not None and now - split.since > self.d.timeout:
                 ray.cancel(generator, force=True, recursive=True)  # its chunks too

@@ -9,6 +9,7 @@ from distcheck.suites.base import CaseId
 
 PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT = "pass", "fail", "error", "skipped", "xfail", "timeout"
 VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)
+FLAKY = "flaky"  # bad, then passed when run again (--reruns; counted only where there are some)
 BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
 
 
@@ -17,7 +18,9 @@ class CaseRecord:
     """The result of one case. ``tasks``: executor tasks it took (0: decided without running,
     1: run whole in one task, more: split into Jacobian chunks). ``estimate``: the planner's
     estimate of its size and time, when it made one. ``blocks``: the file (in the run folder's
-    ``blocks/``) holding the Jacobian blocks of a failed comparison, when they were kept."""
+    ``blocks/``) holding the Jacobian blocks of a failed comparison, when they were kept.
+    ``attempts``: with ``--reruns``, every run's outcome (``verdict``, ``seconds``, ``message``),
+    the first one first."""
 
     case: CaseId
     verdict: str
@@ -26,6 +29,7 @@ class CaseRecord:
     tasks: int = 0
     estimate: dict[str, Any] | None = field(default=None, compare=False)
     blocks: str | None = field(default=None, compare=False)
+    attempts: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -47,4 +51,21 @@ class CaseRecord:
             record["estimate"] = dict(self.estimate)
         if self.blocks is not None:
             record["blocks"] = self.blocks
+        if self.attempts is not None:
+            record["attempts"] = [dict(a) for a in self.attempts]
         return record
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> CaseRecord:
+        """The record :meth:`to_json` wrote (raises ValueError or KeyError on another shape)."""
+        attempts = record.get("attempts")
+        return cls(
+            CaseId.parse(record["id"]),
+            str(record["verdict"]),
+            str(record.get("message", "")),
+            float(record.get("seconds", 0.0)),
+            int(record.get("tasks", 0)),
+            record.get("estimate"),
+            record.get("blocks"),
+            None if attempts is None else tuple(dict(a) for a in attempts),
+        )

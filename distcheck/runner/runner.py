@@ -7,6 +7,18 @@ each group listed where its cases run (a worker) and reports the listing back (t
 enumerated or listed. A suite without groups (or a run limited to its first N cases) is
 enumerated case by case on the driver. Dispatch starts with the first group while later ones
 are still being enumerated.
+
+- **Resume.** Cases already recorded (by an interrupted run, read back from its run folder) are
+  not dispatched again; their records join the new ones, so that the result has every case once
+  (a resumed run is enumerated case by case on the driver, to leave the recorded ones out).
+- **Reruns** (``reruns`` N): a case that fails, errors or times out is held back, and after the
+  dispatch runs again, up to N times, with the same seeds (cases rebuild deterministically from
+  their ids) and in fresh worker processes on Ray (a new worker environment makes Ray start new
+  ones); serial reruns run in this process. Passing on a rerun makes it ``flaky``, with every
+  attempt in its record.
+- **Stop.** Setting the ``stop`` event ends the run early (dispatchers cancel what runs); a
+  signal handler may also raise :class:`Interrupted` into a case running in this thread. The
+  result is then marked incomplete.
 """
 
 from __future__ import annotations
@@ -15,14 +27,14 @@ import gc
 import itertools
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
-from distcheck.runner.records import BAD, VERDICTS, CaseRecord
-from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, enumerate_cases, is_grouped
+from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
@@ -36,7 +48,8 @@ class RunOptions:
     chunks over every worker, if its Jacobians take at most ``split_max_mb`` (larger ones cost
     mostly whole-Jacobian work that one process does anyway); ``batch_size``: cases per Ray
     task (None: by mode); ``durations``: recorded seconds per case (a previous run's), to
-    dispatch the longest work first."""
+    dispatch the longest work first; ``reruns``: runs of a failing, erroring or timed-out case
+    after the first (see the module's docstring)."""
 
     serial: bool = False
     address: str | None = None
@@ -47,6 +60,15 @@ class RunOptions:
     split_max_mb: float = 256.0
     batch_size: int | None = None
     durations: Durations | None = None
+    reruns: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "max_jacobian_mb", "max_cases", "batch_size", "reruns"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UsageError(f"RunOptions.{name} must not be negative, got {value!r}")
+        if self.serial and self.address is not None:
+            raise UsageError(f"RunOptions: serial=True runs in this process, address={self.address!r} names a cluster")
 
     def budget(self, split: bool) -> Budget:
         max_mb = default_max_jacobian_mb() if self.max_jacobian_mb is None else self.max_jacobian_mb
@@ -64,14 +86,20 @@ class RunResult:
     seconds: float = 0.0
     records: list[CaseRecord] = field(default_factory=list)
     first_dispatch: float | None = None  # seconds from the run's start to its first task (on Ray)
+    complete: bool = True  # False: stopped before every case had its verdict
+    interrupted: str | None = None  # what stopped it (a signal's name), if something did
 
     @property
     def failed(self) -> bool:
         return any(r.verdict in BAD for r in self.records)
 
+    @property
+    def flaky(self) -> list[CaseRecord]:
+        return [r for r in self.records if r.verdict == FLAKY]
+
     def counts(self, check: str | None = None) -> dict[str, int]:
-        """Cases per verdict (of one check kind, or all)."""
-        counts = dict.fromkeys(VERDICTS, 0)
+        """Cases per verdict (of one check kind, or all); ``flaky`` only in a run that has some."""
+        counts = dict.fromkeys((*VERDICTS, FLAKY) if self.flaky else VERDICTS, 0)
         for r in self.records:
             if check is None or r.case.check == check:
                 counts[r.verdict] += 1
@@ -88,10 +116,38 @@ class Listener:
         """``cases`` enumerated so far; ``complete`` once they all are."""
 
     def recorded(self, record: CaseRecord) -> None:
-        """A case has its verdict."""
+        """A case has its verdict (its final one: a case held for reruns is told once settled)."""
 
     def finished(self, result: RunResult) -> None:
         """The run is over."""
+
+
+class Listeners(Listener):
+    """Several listeners, told in turn."""
+
+    def __init__(self, *listeners: Listener):
+        self.listeners = listeners
+
+    def started(self, result: RunResult) -> None:
+        for listener in self.listeners:
+            listener.started(result)
+
+    def enumerated(self, cases: int, complete: bool) -> None:
+        for listener in self.listeners:
+            listener.enumerated(cases, complete)
+
+    def recorded(self, record: CaseRecord) -> None:
+        for listener in self.listeners:
+            listener.recorded(record)
+
+    def finished(self, result: RunResult) -> None:
+        for listener in self.listeners:
+            listener.finished(result)
+
+
+class Interrupted(BaseException):
+    """Raised (by a signal handler) into a case running in the dispatching thread: the run
+    stops, as when its ``stop`` event is set (a BaseException: no case catches it)."""
 
 
 class Sink(Protocol):
@@ -109,6 +165,7 @@ class Dispatcher(Protocol):
     groups to list and runnable cases listed already, as :func:`work` yields them."""
 
     name: str
+    stop: threading.Event  # set: start no further case, cancel what runs
 
     @property
     def workers(self) -> int: ...
@@ -123,10 +180,13 @@ def select(suite: Suite, selection: Selection, max_cases: int | None = None) -> 
     return cases if max_cases is None else itertools.islice(cases, max_cases)
 
 
-def work(suite: Suite, selection: Selection, max_cases: int | None = None) -> Iterator[GroupInfo | CaseInfo]:
+def work(
+    suite: Suite, selection: Selection, max_cases: int | None = None, resumed: bool = False
+) -> Iterator[GroupInfo | CaseInfo]:
     """What a run enumerates on the driver: the suite's groups and the cases decided without
-    running — or, for a suite without groups or the first ``max_cases`` cases, every case."""
-    if max_cases is None and is_grouped(suite):
+    running — or every case, for a suite without groups, the first ``max_cases`` cases, or a
+    resumed run."""
+    if max_cases is None and not resumed and is_grouped(suite):
         return suite.groups(selection)
     return select(suite, selection, max_cases)
 
@@ -153,20 +213,26 @@ def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> 
 
 class _Collector:
     """The run's :class:`Sink`: records by case, from any thread, in enumeration order at the end
-    (groups in the order enumerated, each group's cases in the order listed)."""
+    (groups in the order enumerated, each group's cases in the order listed). ``recorded``: the
+    records of a resumed run (their cases are not dispatched); ``hold``: bad records wait for
+    reruns instead of going to the listener."""
 
-    def __init__(self, listener: Listener):
-        self.listener = listener
+    def __init__(self, listener: Listener, recorded: Iterable[CaseRecord] = (), hold: bool = False):
+        self.listener, self.hold = listener, hold
+        self.recorded = {r.id: r for r in recorded}
         self.order: dict[str, tuple[int, int]] = {}
         self.groups: dict[tuple[str, str], int] = {}  # group key -> its place in the enumeration
-        self.unlisted = 0  # groups enumerated whose listing has not arrived
         self.listed_groups: set[tuple[str, str]] = set()
+        self.unlisted = 0  # groups enumerated whose listing has not arrived
         self.enumerating = True
         self.records: dict[str, CaseRecord] = {}
+        self.held: dict[str, tuple[CaseInfo, CaseRecord]] = {}
+        self.infos: dict[str, CaseInfo] = {}  # runnable cases, while reruns may need them
         self.lock = threading.Lock()
 
     def enumerate(self, items: Iterator[GroupInfo | CaseInfo]) -> Iterator[GroupInfo | CaseInfo]:
-        """The groups and runnable cases of ``items``; the other cases are recorded on the way."""
+        """The groups and runnable cases of ``items`` not recorded yet; the other cases are
+        recorded on the way."""
         for place, item in enumerate(items):
             with self.lock:
                 if isinstance(item, GroupInfo):
@@ -175,7 +241,13 @@ class _Collector:
                 else:
                     self.order[item.key] = (place, 0)
                 self._tell()
-            if isinstance(item, GroupInfo) or item.status == RUN:
+            if isinstance(item, GroupInfo):
+                yield item
+            elif item.key in self.recorded:
+                self.settle([self.recorded[item.key]])
+            elif item.status == RUN:
+                if self.hold:
+                    self.infos[item.key] = item
                 yield item
             else:
                 self.emit([CaseRecord(item.id, item.status, item.reason)])
@@ -191,6 +263,8 @@ class _Collector:
             place = self.groups[group.key]
             for k, case in enumerate(cases, 1):
                 self.order[case.key] = (place, k)
+                if self.hold and case.status == RUN:
+                    self.infos[case.key] = case
             if group.key not in self.listed_groups:  # not a group listed again (after a lost worker)
                 self.listed_groups.add(group.key)
                 self.unlisted -= 1
@@ -200,40 +274,112 @@ class _Collector:
             self.emit(decided)
 
     def emit(self, records: list[CaseRecord]) -> None:
+        if self.hold:
+            with self.lock:
+                for record in records:
+                    if record.verdict in BAD:
+                        self.held[record.id] = (self.infos[record.id], record)
+            records = [record for record in records if record.verdict not in BAD]
+        self.settle(records)
+
+    def settle(self, records: list[CaseRecord]) -> None:
         with self.lock:
             for record in records:
                 self.records[record.id] = record
                 self.listener.recorded(record)
 
+    @property
+    def complete(self) -> bool:
+        return not self.enumerating and not self.unlisted and not self.held and len(self.records) == len(self.order)
+
     def in_order(self) -> list[CaseRecord]:
         return sorted(self.records.values(), key=lambda r: self.order[r.id])
 
 
+class _Outcomes:
+    """A sink that keeps the records of a rerun."""
+
+    def __init__(self):
+        self.records: list[CaseRecord] = []
+
+    def listed(self, group: GroupInfo, cases: list[CaseInfo]) -> None:
+        raise AssertionError("a rerun dispatches listed cases only")
+
+    def emit(self, records: list[CaseRecord]) -> None:
+        self.records.extend(records)
+
+
+def _attempt(record: CaseRecord) -> dict[str, object]:
+    return {"verdict": record.verdict, "seconds": round(record.seconds, 6), "message": record.message}
+
+
+def rerun(dispatcher: Dispatcher, collector: _Collector, reruns: int) -> None:
+    """Run the held (bad) cases again, up to ``reruns`` times each, in fresh workers: a case
+    that passes once is ``flaky``; one that never does keeps its first verdict. Every attempt
+    goes into the record."""
+    attempts = {key: [_attempt(record)] for key, (_, record) in collector.held.items()}
+    for k in range(1, reruns + 1):
+        if not collector.held or dispatcher.stop.is_set():
+            break
+        if hasattr(dispatcher, "worker_env"):
+            dispatcher.worker_env = {"DISTCHECK_RERUN": str(k)}  # a new environment: new worker processes
+        outcomes = _Outcomes()
+        dispatcher.run(iter([info for info, _ in collector.held.values()]), outcomes)
+        for record in outcomes.records:
+            attempts[record.id].append(_attempt(record))
+            if record.verdict == PASS:
+                _, first = collector.held.pop(record.id)
+                message = f"passed on rerun {k} of {reruns}; the first run said {first.verdict}: {first.message}"
+                collector.settle([replace(first, verdict=FLAKY, message=message, attempts=tuple(attempts[record.id]))])
+    if dispatcher.stop.is_set():
+        return  # held cases have no final verdict: a resume runs them again
+    for key, (_, first) in list(collector.held.items()):
+        del collector.held[key]
+        collector.settle([replace(first, attempts=tuple(attempts[key]))])
+
+
 def run_suite(
-    suite: Suite, selection: Selection, options: RunOptions | None = None, listener: Listener | None = None
+    suite: Suite,
+    selection: Selection,
+    options: RunOptions | None = None,
+    listener: Listener | None = None,
+    *,
+    recorded: Iterable[CaseRecord] = (),
+    stop: threading.Event | None = None,
 ) -> RunResult:
     """Run the selected cases of ``suite``; a record per case, in enumeration order.
+    ``recorded``: records of an interrupted run of the same cases (not run again); ``stop``:
+    set it (from another thread, a signal handler) to end the run early, incomplete.
 
     Raises :class:`~distcheck.suites.base.UsageError` (before running anything) for names
-    the suite does not know."""
+    the suite does not know, or a selection of no case."""
     options = options or RunOptions()
     listener = listener or Listener()
+    recorded = list(recorded)
     start = time.perf_counter()
-    items = work(suite, selection, options.max_cases)
+    items = work(suite, selection, options.max_cases, resumed=bool(recorded))
     first = next(items, None)  # unknown names raise here, in this thread
+    if first is None:
+        raise UsageError("no case matches the selection")
     dispatcher = make_dispatcher(suite, options, selection)
+    if stop is not None:
+        dispatcher.stop = stop
     result = RunResult(suite.name, suite.mode, dispatcher.name, dispatcher.workers)
     listener.started(result)
-    collector = _Collector(listener)
-    everything = itertools.chain([first] if first is not None else [], items)
+    collector = _Collector(listener, recorded, hold=options.reruns > 0)
+    everything = itertools.chain([first], items)
     # What is alive now (the suite's database, the libraries: ~400,000 objects for op_db) stays
     # alive during the run: out of the garbage collector's sight, a full collection is not 0.2 s.
     gc.freeze()
     try:
         dispatcher.run(collector.enumerate(everything), collector)
+        rerun(dispatcher, collector, options.reruns)
+    except Interrupted:
+        dispatcher.stop.set()
     finally:
         gc.unfreeze()
     result.records = collector.in_order()
+    result.complete = collector.complete
     result.seconds = time.perf_counter() - start
     first_dispatch = getattr(dispatcher, "first_dispatch", None)
     result.first_dispatch = None if first_dispatch is None else first_dispatch - start

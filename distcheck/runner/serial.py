@@ -4,7 +4,7 @@ Budgets apply as on Ray (an over-budget slow-mode case is skipped); nothing is s
 Timeouts are best effort: a SIGALRM timer interrupts the case at the next Python instruction
 (gradcheck's loops are Python, so this is quick), but a single C call that never returns
 cannot be interrupted in-process — use Ray for hard timeouts. The timer needs the main thread
-of a POSIX process; elsewhere cases run without timeout.
+of a POSIX process; elsewhere cases run without timeout. No case starts once ``stop`` is set.
 """
 
 from __future__ import annotations
@@ -56,13 +56,18 @@ class SerialDispatcher:
     def __init__(self, suite: Suite, budget: Budget, timeout: float | None, selection: Selection | None = None):
         self.suite, self.budget, self.timeout = suite, budget, timeout
         self.selection = selection or Selection()
+        self.stop = threading.Event()  # set: no further case starts
 
     def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
         for item in items:
+            if self.stop.is_set():
+                return
             if isinstance(item, GroupInfo):
                 listing = self.suite.list_group(item, self.selection)
                 sink.listed(item, listing)
                 for info in listing:
+                    if self.stop.is_set():
+                        return
                     if info.status == RUN:
                         self.run_one(info, sink)
             else:

@@ -11,7 +11,10 @@
   rebuilt inputs match only in a process with PYTHONHASHSEED=0 (as samples that iterate over
   sets of strings); ``nobuild``:
   rebuilding fails; ``nolist``: listing the group fails; ``dielist``: listing the group ends the
-  process; ``skipped`` / ``xfail``: not run.
+  process; ``skipped`` / ``xfail``: not run. Every sample of ``nap…`` ops (``nap``,
+  ``nap3``, ...) sleeps ``$FAKE_NAP`` seconds (default 1) and passes; ``flaky`` fails until
+  file ``marker`` exists (it creates it), then passes; ``flakypid`` passes only in a process
+  other than the one that ran it first (the pid goes into ``marker``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,22 @@ def _block(x):
     return x.sin()
 
 
+def _nap(x):
+    time.sleep(float(os.environ.get("FAKE_NAP", "1")))
+    return x.sin()
+
+
+def _flaky(marker: str, fresh: bool):
+    """Wrong the first time; then right (``fresh``: only in another process)."""
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+        return _WrongSin.apply
+    with open(marker) as f:
+        first = int(f.read())
+    return _WrongSin.apply if fresh and first == os.getpid() else torch.sin
+
+
 FUNCTIONS = {
     "sin": torch.sin,
     "wrong": _WrongSin.apply,
@@ -84,9 +103,16 @@ class FakeSuite:
     engine = "torch"
 
     def __init__(
-        self, mode: str = "fast", ops: tuple[str, ...] = OPS, samples: int = 1, odd: int = 0, marks: str | None = None
+        self,
+        mode: str = "fast",
+        ops: tuple[str, ...] = OPS,
+        samples: int = 1,
+        odd: int = 0,
+        marker: str | None = None,
+        marks: str | None = None,
     ):
-        self.mode, self.ops, self.samples, self.odd, self.marks = mode, ops, samples, odd, marks
+        self.mode, self.ops, self.samples, self.odd = mode, ops, samples, odd
+        self.marker, self.marks = marker, marks
 
     def prepare(self) -> None:
         pass
@@ -121,6 +147,10 @@ class FakeSuite:
         func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
         if case.op == "drag" and self.marks is not None:
             func = functools.partial(_drag, marks=self.marks)
+        if case.op.startswith("nap"):
+            func = _nap
+        elif case.op in ("flaky", "flakypid"):
+            func = _flaky(f"{self.marker}-{case}", fresh=case.op == "flakypid")
         calls = (
             CheckCall("gradcheck" if case.check == "grad" else "gradgradcheck", {"fast_mode": self.mode == "fast"}),
         )

@@ -69,7 +69,8 @@ def test_a_worker_that_dies_is_blamed_on_its_case_only(ray_cluster, odd):
     verdicts = _verdicts(result)
     dead = result.records[odd]
     assert dead.id == f"fake::die::float64::sample{odd}::grad"
-    assert dead.verdict == "error" and "the worker running this case died" in dead.message
+    assert dead.verdict == "error" and "the worker running this case crashed" in dead.message, dead.message
+    assert "crashed again (reproduced)" in dead.message
     del verdicts[dead.id]
     assert set(verdicts.values()) == {"pass"} and len(verdicts) == 7
 

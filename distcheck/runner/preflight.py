@@ -1,0 +1,57 @@
+"""Checks made before any case runs, so that a bad output path or cluster address fails at
+once with one line, instead of after an hour of verdicts that then cannot be written."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from distcheck.suites.base import UsageError
+
+CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's head (a firewalled host never answers)
+
+
+def check_writable(path: str | os.PathLike, what: str) -> None:
+    """UsageError unless a file can be written at ``path``."""
+    path = Path(path)
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"cannot write the {what} to {path}: it is a folder")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write the {what} to {path}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write the {what} to {path}: permission denied")
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """The head's host and port in a cluster address (``host:port`` or ``ray://host:port``);
+    None for addresses Ray resolves itself (``auto``, ``local``)."""
+    text = address.removeprefix("ray://")
+    if text in ("auto", "local"):
+        return None
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise UsageError(f"bad Ray address {address!r}: expected host:port, ray://host:port or auto")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """UsageError (within ``timeout`` seconds) unless something listens at the head of the
+    cluster ``address`` names (None: ``$DISTCHECK_RAY_ADDRESS`` or ``$RAY_ADDRESS`` if set, see
+    ``ensure_ray``). Ray itself retries for minutes, logging time-outs."""
+    from distcheck.executors.ray_executor import resolve_address
+
+    address = resolve_address(address)
+    where = None if address is None else host_port(address)
+    if where is None:
+        return
+    try:
+        with socket.create_connection(where, timeout=timeout):
+            pass
+    except OSError as e:
+        reason = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise UsageError(
+            f"cannot reach the Ray cluster at {address!r} ({reason}): check that it is running "
+            f"(`ray status --address {address}` on its head) and that this machine can reach that host and port"
+        ) from None

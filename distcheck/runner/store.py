@@ -1,0 +1,221 @@
+"""The run folder: a run streamed to disk as it goes, so that nothing is lost and it can resume.
+
+``DIR/records.jsonl`` is JSON Lines in the manner of pytest-reportlog: a ``RunStart`` line (the
+suite, mode, selection, options and versions: all a resume needs), one ``CaseRecord`` line per
+case as its verdict arrives (written whole and flushed at once: a driver killed with SIGKILL
+loses at most the line it was writing), a ``RunResume`` line each time the run is resumed, and
+a ``RunFinish`` line when a run (or part of it) ends. ``DIR/report.json`` is the final report
+(written by the command line). Readers skip line types they do not know.
+
+A resumed run appends to the same file: cases already recorded are not run, nor written, again
+(a record's last line wins, should a case ever appear twice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distcheck.runner.preflight import check_writable
+from distcheck.runner.records import CaseRecord
+from distcheck.runner.runner import Listener, RunOptions, RunResult
+from distcheck.suites.base import Selection, UsageError
+
+RECORDS, REPORT = "records.jsonl", "report.json"
+TYPE = "$report_type"
+RUN_START, CASE_RECORD, RUN_RESUME, RUN_FINISH = "RunStart", "CaseRecord", "RunResume", "RunFinish"
+# options a resume takes from the record; where to run (serial, address) may change
+RECORDED_OPTIONS = ("timeout", "max_jacobian_mb", "max_cases", "split_seconds", "split_max_mb", "batch_size", "reruns")
+
+
+def versions() -> dict[str, str | None]:
+    """The versions a run's verdicts depend on (a resume must have the same)."""
+    import distcheck
+
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = None
+    return {"distcheck": distcheck.__version__, "torch": torch, "python": platform.python_version()}
+
+
+def run_start(suite: str, mode: str, selection: Selection, options: RunOptions, command: list[str]) -> dict[str, Any]:
+    """The ``RunStart`` line: what was run, how, with what, by which command. ``suite`` is the
+    name the suite is found by (``get_suite``)."""
+    return {
+        TYPE: RUN_START,
+        "suite": suite,
+        "mode": mode,
+        "selection": dataclasses.asdict(selection),
+        "options": dataclasses.asdict(options),
+        "versions": versions(),
+        "command": command,
+        "started": _now(),
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def default_folder(suite: str, mode: str, root: str = "runs") -> Path:
+    """A new folder under ``root`` named by suite, mode and UTC time."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder, k = Path(root) / f"{suite.replace(':', '-').replace('/', '-')}-{mode}-{stamp}", 1
+    while folder.exists():
+        k += 1
+        folder = Path(root) / f"{suite}-{mode}-{stamp}-{k}"
+    return folder
+
+
+def check_new_folder(folder: str | os.PathLike) -> Path:
+    """``folder``, if a new run can be recorded there (UsageError if it cannot be created or
+    written, or holds a run). It is created when the run starts."""
+    folder = Path(folder)
+    if (folder / RECORDS).exists():
+        raise UsageError(f"{folder} already holds a run: finish it with --resume {folder}, or choose another --out")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"cannot create the run folder {folder}: {existing} is not a folder")
+    if existing == folder:
+        check_writable(folder / RECORDS, "run's records")
+    elif not os.access(existing, os.W_OK):
+        raise UsageError(f"cannot create the run folder {folder}: {existing} is not writable")
+    return folder
+
+
+class RunWriter(Listener):
+    """Appends a run's records to ``folder/records.jsonl`` as they arrive (a runner listener);
+    the folder is made when the run starts (after the selection proved valid). ``start``: the
+    RunStart line of a new run; None to resume the run already there."""
+
+    def __init__(self, folder: str | os.PathLike, start: dict[str, Any] | None, written: set[str] = frozenset()):
+        self.path = Path(folder) / RECORDS
+        self.written = set(written)  # case ids already in the file
+        self._first = start if start is not None else {TYPE: RUN_RESUME, "resumed": _now(), "versions": versions()}
+        self._lock = threading.Lock()
+        self._file = None
+        self._closed = False
+
+    def started(self, result: RunResult) -> None:
+        self._line(None)
+
+    def _line(self, data: dict[str, Any] | None) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", buffering=1, encoding="utf-8")  # line-buffered: a flush per line
+                self._file.write(json.dumps(self._first, separators=(",", ":")) + "\n")
+            if data is not None:
+                self._file.write(json.dumps(data, separators=(",", ":")) + "\n")
+
+    def recorded(self, record: CaseRecord) -> None:
+        if record.id not in self.written:
+            self.written.add(record.id)
+            self._line({TYPE: CASE_RECORD, **record.to_json()})
+
+    def finished(self, result: RunResult) -> None:
+        finish = {TYPE: RUN_FINISH, "finished": _now(), "complete": result.complete}
+        self._line({**finish, "cases": len(result.records), "verdicts": result.counts()})
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """A run folder read back: its RunStart line, its records (one per case), whether its
+    last part finished complete."""
+
+    folder: Path
+    start: dict[str, Any]
+    records: list[CaseRecord]
+    complete: bool
+
+    @property
+    def selection(self) -> Selection:
+        fields = self.start["selection"]
+        return Selection(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+    def options(self, **where: Any) -> RunOptions:
+        """The recorded options, with where to run (``serial``, ``address``) as given."""
+        recorded = {k: v for k, v in self.start["options"].items() if k in RECORDED_OPTIONS}
+        return RunOptions(**recorded, **where)
+
+
+def _bad(folder: Path, why: str) -> UsageError:
+    return UsageError(f"cannot resume {folder}: {why}")
+
+
+def _parse(folder: Path, number: int, text: str, last: bool) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        if last:  # the line being written when the driver was killed
+            return None
+        raise _bad(folder, f"{RECORDS} line {number} is not JSON") from None
+    if not isinstance(data, dict) or TYPE not in data:
+        raise _bad(folder, f"{RECORDS} line {number} is not a distcheck record (no {TYPE!r})")
+    return data
+
+
+def read_run(folder: str | os.PathLike) -> RunLog:
+    """The run in ``folder`` (UsageError, saying why, for anything that is not one)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise _bad(folder, "no such folder")
+    path = folder / RECORDS
+    if not path.is_file():
+        raise _bad(folder, f"no {RECORDS} in it: not a run folder")
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    parsed = [_parse(folder, k + 1, line, k == len(lines) - 1) for k, line in enumerate(lines)]
+    parsed = [data for data in parsed if data is not None]
+    if not parsed or parsed[0][TYPE] != RUN_START:
+        raise _bad(folder, f"{RECORDS} does not start with a {RUN_START} line")
+    start = parsed[0]
+    missing = [key for key in ("suite", "mode", "selection", "options", "versions") if key not in start]
+    if missing:
+        raise _bad(folder, f"its {RUN_START} line lacks {', '.join(missing)}")
+    records: dict[str, CaseRecord] = {}
+    for number, data in enumerate(parsed[1:], 2):
+        if data[TYPE] == CASE_RECORD:
+            try:
+                record = CaseRecord.from_json(data)
+            except (KeyError, ValueError, TypeError) as e:
+                raise _bad(folder, f"{RECORDS} line {number} is not a case record ({e})") from None
+            records[record.id] = record
+    finishes = [data for data in parsed if data[TYPE] == RUN_FINISH]
+    complete = bool(finishes) and parsed[-1][TYPE] == RUN_FINISH and bool(finishes[-1].get("complete"))
+    return RunLog(folder, start, list(records.values()), complete)
+
+
+def check_resumable(log: RunLog, suite_name: str) -> None:
+    """UsageError unless ``log`` can be resumed here: same versions, records of its own suite,
+    not finished."""
+    here = versions()
+    for name in ("distcheck", "torch"):
+        if log.start["versions"].get(name) != here[name]:
+            recorded = log.start["versions"].get(name)
+            why = f"it was run with {name} {recorded}, this is {name} {here[name]}: verdicts would mix"
+            raise _bad(log.folder, why)
+    for record in log.records:
+        if record.case.suite != suite_name:
+            raise _bad(log.folder, f"it holds case {record.id} of suite {record.case.suite!r}, not of {suite_name!r}")
+    if log.complete:
+        raise _bad(log.folder, f"the run is finished: nothing to resume (its report: {log.folder / REPORT})")

@@ -1,0 +1,149 @@
+"""Why a Ray task died, and what a suite runner does about it (pure: no Ray calls).
+
+A batch task that ends in a Ray error did not fail its case: something happened to the process
+or the machine running it. The kinds call for different answers:
+
+- **node lost** (the node died or was removed: ``NodeDiedError``, a dead raylet, "the node it
+  was running on is dead or unavailable"): not the case's fault. Its unreported cases run again
+  elsewhere; a case that has lost :data:`MAX_NODE_LOSSES` nodes is reported ``error`` saying so.
+- **out of memory** (Ray's memory monitor killed the worker): ``error`` "out of memory", with
+  the memory figures of Ray's message.
+- **crashed** (the worker process died in the case: a signal, an exit): the case runs once more,
+  alone; then ``error`` with the signal or exit status, and whether the crash reproduced.
+- **cancelled** (the driver cancelled the task: a timeout or an interrupted run) and **other**.
+
+Exceptions are told apart by class name (a Ray task error wraps the cause; Ray renames classes
+between versions more often than it changes these names) and, for node loss, by the message Ray
+gives when it reports a task lost with its node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from distcheck.runner.records import ERROR, CaseRecord
+
+NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = "node lost", "out of memory", "crashed", "cancelled", "other"
+MAX_NODE_LOSSES = 3  # per case, then it is reported error
+
+_KINDS = {
+    "NodeDiedError": NODE_LOST,
+    "LocalRayletDiedError": NODE_LOST,
+    "ObjectLostError": NODE_LOST,  # and its subclasses: the result lived on a lost node
+    "OutOfMemoryError": OUT_OF_MEMORY,
+    "TaskCancelledError": CANCELLED,
+    "WorkerCrashedError": CRASHED,
+    "ActorDiedError": CRASHED,
+}
+_NODE_MESSAGES = (
+    "node it was running on is dead or unavailable",
+    "node died",
+    "raylet died",
+    "node was removed",
+    "node is dead",
+)
+_MEMORY = re.compile(r"memory used=[^)]*\)|was running was [^,]*?\(\d[\d.]*\)|threshold of [\d.]+")
+_EXIT_CODE = re.compile(r"exit(?:ed with)? code:? ?(-?\d+)", re.IGNORECASE)
+_SIGNAL = re.compile(r"\b(SIG[A-Z]+)\b")
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    """One Ray error, classified: ``kind`` (one of the constants above) and a short
+    ``message`` for a case's record."""
+
+    kind: str
+    message: str
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what it wraps (a RayTaskError's ``cause``, ``__cause__``), outermost first."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = getattr(error, "cause", None) or error.__cause__
+    return chain
+
+
+def _kind(error: BaseException) -> str:
+    for link in _causes(error):
+        for cls in type(link).__mro__:
+            if cls.__name__ in _KINDS:
+                return _KINDS[cls.__name__]
+    text = str(error).lower()
+    return NODE_LOST if any(phrase in text for phrase in _NODE_MESSAGES) else OTHER
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def crash_detail(text: str) -> str:
+    """The signal or exit status a crash message names ("" if none)."""
+    found = _SIGNAL.search(text)
+    if found:
+        return f"signal {found.group(1)}"
+    found = _EXIT_CODE.search(text)
+    return f"exit code {found.group(1)}" if found else ""
+
+
+def classify(error: BaseException) -> WorkerDeath:
+    """The kind of a Ray task error, with a one-line message that says what happened."""
+    kind, text = _kind(error), str(error)
+    if kind == NODE_LOST:
+        return WorkerDeath(kind, f"the node running it was lost ({_first_line(error)})")
+    if kind == OUT_OF_MEMORY:
+        figures = "; ".join(m.group(0) for m in _MEMORY.finditer(text)) or _first_line(error)
+        return WorkerDeath(kind, f"out of memory: Ray's memory monitor killed the worker ({figures})")
+    if kind == CRASHED:
+        detail = crash_detail(text)
+        how = f" ({detail})" if detail else ""
+        return WorkerDeath(kind, f"the worker running this case crashed{how}: {_first_line(error)}")
+    if kind == CANCELLED:
+        return WorkerDeath(kind, "the task was cancelled")
+    return WorkerDeath(kind, f"the worker running this case died: {type(error).__name__}: {_first_line(error)}")
+
+
+class DeathPolicy:
+    """Remembers, per case, the nodes it lost and its first crash; decides what comes next."""
+
+    def __init__(self, max_node_losses: int = MAX_NODE_LOSSES):
+        self.max_node_losses = max_node_losses
+        self.node_losses: dict[str, int] = {}
+        self.crashes: dict[str, str] = {}
+
+    def node_lost(self, cases: list[str], death: WorkerDeath) -> dict[str, str]:
+        """A task lost its node with ``cases`` unreported: they run again, except those that
+        have now lost too many nodes, returned with their error message."""
+        exhausted = {}
+        for case in cases:
+            losses = self.node_losses[case] = self.node_losses.get(case, 0) + 1
+            if losses >= self.max_node_losses:
+                limit = self.max_node_losses
+                exhausted[case] = f"lost {losses} nodes while running this case (at most {limit}): {death.message}"
+        return exhausted
+
+    def died(self, case: str, death: WorkerDeath) -> str | None:
+        """A task died in ``case`` (known to be the one; not a node loss): None to run it once
+        more alone (a first crash), else the message of its ``error``."""
+        if death.kind != CRASHED:
+            return death.message
+        first = self.crashes.get(case)
+        if first is None:
+            self.crashes[case] = death.message
+            return None
+        return f"{first}; run again alone, it crashed again (reproduced)"
+
+    def settle(self, record: CaseRecord) -> CaseRecord:
+        """The record of a case that ran to its end: an ``error`` if it crashed before (a crash
+        is never a pass), saying that the crash did not reproduce; else ``record`` itself."""
+        first = self.crashes.pop(record.id, None)
+        if first is None:
+            return record
+        lines = record.message.strip().splitlines()
+        rerun = f"{record.verdict}: {lines[0]}" if lines else record.verdict
+        message = f"{first}; run again alone, it did not crash (the rerun: {rerun})"
+        return replace(record, verdict=ERROR, message=message)
