@@ -20,6 +20,7 @@ can be given out again, and when everything is done.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import itertools
 import queue
@@ -27,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from distcheck.runner.durations import GUIDE, MIN_BATCH_SECONDS, CostlyRule, Durations
 from distcheck.suites.base import CaseInfo, GroupInfo
 
 _END = object()
@@ -96,14 +98,18 @@ class Enumeration:
 
 
 class WorkQueue:
-    """The work of a dispatch (see the module's doc). ``weight(case)``: the expected seconds of
-    a costly case, None for the others; ``size``: cases per batch; ``group_rule(group)``: the
-    costly rule a runner applies to the group it lists."""
+    """The work of a dispatch (see the module's doc). ``costly``: which cases go alone (see
+    :mod:`.durations`); ``size``: cases per batch; ``durations``: a previous run's, if known —
+    then batches (and the share of a group a runner runs itself) are cut by recorded work, each
+    a 1/(GUIDE × ``workers``) part of the work not handed out yet, so that they shrink towards
+    the end of the run and the workers finish together."""
 
-    def __init__(
-        self, weight: Callable[[CaseInfo], float | None], size: int, group_rule: Callable[[GroupInfo], object]
-    ):
-        self._weight, self._size, self._group_rule = weight, size, group_rule
+    def __init__(self, costly: CostlyRule, size: int, durations: Durations | None = None, workers: int = 1):
+        self._costly_rule, self._size, self._durations, self._workers = costly, size, durations, workers
+        self._rule = durations.rule(costly) if durations else costly
+        self._weight = self._rule.weight
+        self._remaining = durations.total if durations else 0.0  # recorded work not handed out yet
+        self._counted: set[tuple[str, str]] = set()  # groups whose work was counted out whole
         self._front: collections.deque[Item] = collections.deque()
         self._costly: list[tuple[float, int, CaseInfo]] = []  # a heap
         self._groups: collections.deque[GroupInfo] = collections.deque()
@@ -177,17 +183,34 @@ class WorkQueue:
         if self._front:
             return self._front.popleft()
         if self._costly:
-            return Item(next(self._ids), cases=(heapq.heappop(self._costly)[2],))
+            case = heapq.heappop(self._costly)[2]
+            if self._durations is not None and case.group not in self._counted:
+                self._remaining -= self._rule.seconds(case) or 0.0
+            return Item(next(self._ids), cases=(case,))
         if self._groups:
             group = self._groups.popleft()
-            return Item(next(self._ids), group=group, rule=self._group_rule(group))
+            if self._durations is None:
+                return Item(next(self._ids), group=group, rule=self._costly_rule)
+            rule = self._durations.rule(self._costly_rule, group, self._batch_seconds())
+            if group.key not in self._counted:
+                self._counted.add(group.key)
+                self._remaining -= self._durations.group_seconds(group)
+            return Item(next(self._ids), group=group, rule=rule)
         if not self._listed:
             return None
-        first = self._listed.popleft()
-        batch = [first]
-        while self._listed and len(batch) < self._size and self._listed[0].group == first.group:
-            batch.append(self._listed.popleft())
+        first = self._listed[0]
+        ahead = itertools.islice(self._listed, 0, GUIDE * self._size)
+        run = list(itertools.takewhile(lambda case: case.group == first.group, ahead))
+        rule = self._rule
+        if self._durations is not None:
+            rule = dataclasses.replace(rule, batch_seconds=self._batch_seconds())
+        batch = [self._listed.popleft() for _ in range(rule.batch(run, self._size))]
+        if self._durations is not None and first.group not in self._counted:
+            self._remaining -= sum(rule.seconds(case) or 0.0 for case in batch)
         return Item(next(self._ids), cases=tuple(batch))
+
+    def _batch_seconds(self) -> float:
+        return max(MIN_BATCH_SECONDS, self._remaining / (GUIDE * self._workers))
 
     def idle(self) -> bool:
         """Nothing to hand out and nothing held."""

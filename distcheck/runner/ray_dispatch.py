@@ -70,8 +70,11 @@ IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this lon
 
 def share_of(listing: list[CaseInfo], rule: CostlyRule, size: int) -> list[int]:
     """Which listed cases (indices) the runner that listed them runs: the group's runnable
-    cases that are not costly, all of them if they are few, else the first ``size``."""
+    cases that are not costly — with durations, a batch's worth of recorded work; else all of
+    them if they are few, or the first ``size``."""
     runnable = [k for k, case in enumerate(listing) if case.status == RUN and rule.weight(case) is None]
+    if rule.batch_seconds is not None:
+        return runnable[: rule.batch([listing[k] for k in runnable], size)]
     return runnable if len(runnable) <= GROUP_SHARE * size else runnable[:size]
 
 
@@ -213,10 +216,6 @@ class RayDispatcher:
             self._workers = cluster_cpus()
         return self._workers
 
-    def group_rule(self, group: GroupInfo) -> CostlyRule:
-        """The costly rule a runner applies to ``group``: with that group's durations only."""
-        return self.durations.rule(self.costly, group) if self.durations else self.costly
-
     def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
         _Run(self, items, sink).loop()
 
@@ -229,7 +228,6 @@ class _Run:
         timeout = dispatcher.timeout
         self.report_every = min(REPORT_EVERY, timeout / 4) if timeout else REPORT_EVERY
         durations = dispatcher.durations
-        rule = durations.rule(dispatcher.costly) if durations else dispatcher.costly
         self.enumeration = Enumeration(items, durations.group_seconds if durations else None)
         env = hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env)
         if dispatcher.worker_env:
@@ -237,7 +235,7 @@ class _Run:
         self.env = env
         self.deaths = DeathPolicy()
         queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env)
-        self.queue = queue.remote(rule.weight, dispatcher.batch_size, dispatcher.group_rule)
+        self.queue = queue.remote(dispatcher.costly, dispatcher.batch_size, durations, dispatcher.workers)
         self.runner_task = _runner.options(runtime_env=env)
         self.split_task = run_split.options(runtime_env=env)
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}

@@ -29,8 +29,7 @@ def _name(item) -> str | list[str]:
 
 
 def _queue(rule: CostlyRule | None = None, size: int = 3) -> WorkQueue:
-    rule = rule or CostlyRule()
-    return WorkQueue(rule.weight, size, lambda group: rule)
+    return WorkQueue(rule or CostlyRule(), size)
 
 
 def _drain(queue: WorkQueue, runner: int = 0) -> list:
@@ -115,10 +114,12 @@ def test_durations_order_groups_longest_first(tmp_path):
     while not enumeration.over and time.monotonic() < deadline:
         taken += enumeration.take(wait=0.05)
     assert [getattr(item, "op", None) or item.id.op for item in taken] == ["h", "g", "x"]
-    rule = durations.rule(CostlyRule(min_cost=None))
-    queue = WorkQueue(rule.weight, 4, lambda group: rule)
+    queue = WorkQueue(CostlyRule(min_cost=None), 4, durations, workers=1)
+    queue.put([_group("h"), _group("g")])
+    group = queue.take(0)
+    assert group.rule.batch_seconds == 12.5 / 4 and group.rule.durations["s::h::float64::sample1::grad"] == 9.0
     queue.put([_case("h", 0), _case("h", 1), _case("h", 2)])
-    assert _drain(queue) == [["h1"], ["h0"], ["h2"]]
+    assert _drain(queue) == [["h1"], ["h0"], "group g", ["h2"]]
     assert durations.rule(CostlyRule(), _group("g")).durations == {"s::g::float64::sample0::grad": 0.5}
 
 
@@ -132,6 +133,15 @@ def test_bad_durations_files_are_usage_errors(tmp_path, content, message):
         path.write_text(content)
     with pytest.raises(UsageError, match=message):
         load_durations(str(path))
+
+
+def test_with_durations_batches_hold_a_shrinking_part_of_the_work():
+    seconds = {f"s::a::float64::sample{k}::grad": 0.5 for k in range(40)}
+    queue = WorkQueue(CostlyRule(min_cost=None), 8, Durations(seconds), workers=1)
+    queue.put([_case("a", k) for k in range(40)])  # 20 s of recorded work
+    sizes = [len(item) for item in _drain(queue)]
+    assert sum(sizes) == 40 and sizes[0] == 10  # 20 s / 4 workers' worth: 5 s, 10 cases
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1  # down to MIN_BATCH_SECONDS
 
 
 def test_durations_ignore_ids_that_are_not_case_ids():
