@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import ray
 from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 from distcheck.runner import hash_seed
@@ -234,7 +235,9 @@ class _Run:
             env = {"env_vars": {**hash_seed.ENV, **dispatcher.worker_env}}
         self.env = env
         self.deaths = DeathPolicy()
-        queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env)
+        # The queue lives on the driver's node: it must not go down with another node.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env, scheduling_strategy=here)
         self.queue = queue.remote(dispatcher.costly, dispatcher.batch_size, durations, dispatcher.workers)
         self.runner_task = _runner.options(runtime_env=env)
         self.split_task = run_split.options(runtime_env=env)
@@ -242,6 +245,7 @@ class _Run:
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
         self.next_runner = 0
         self.paused = False  # runners stop while split cases run
+        self.losses = 0  # runners lost since the last message of any runner
 
     def loop(self) -> None:
         try:
@@ -298,6 +302,7 @@ class _Run:
             self.lost(runner, classify(e))
             return
         runner.since = time.monotonic()
+        self.losses = 0
         for event in events:
             getattr(self, f"on_{event[0]}")(runner, *event[1:])
 
@@ -339,6 +344,9 @@ class _Run:
         item is blamed if it must have been that one, else the unreported cases run again in a
         careful task. The queue gives out again what the runner took but never began; new runners
         keep one per CPU."""
+        self.losses += 1
+        if self.losses > 2 * self.d.workers + 8:  # every new runner dies at once: the cluster itself is broken
+            raise RuntimeError(f"{self.losses} Ray workers in a row died before reporting anything; last: {death}")
         item, cases = runner.item, runner.cases or []
         unreported = cases[runner.current :]
         rest: list[CaseInfo] = []
