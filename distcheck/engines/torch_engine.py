@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,14 +55,21 @@ def _wanted_numpy(outputs: tuple, wanted: Sequence[bool]) -> list[np.ndarray | N
     return [to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(outputs, wanted)]
 
 
+_numpy_dtypes: dict[torch.dtype, np.dtype] = {}  # found once per dtype: every check asks
+_torch_dtypes: dict[np.dtype, torch.dtype] = {}
+
+
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    if dtype in _NUMPY_DTYPES:
-        return np.dtype(_NUMPY_DTYPES[dtype])
-    return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+    if dtype not in _numpy_dtypes:
+        found = _NUMPY_DTYPES.get(dtype) or torch.empty((), dtype=dtype).numpy().dtype
+        _numpy_dtypes[dtype] = np.dtype(found)
+    return _numpy_dtypes[dtype]
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    if dtype not in _torch_dtypes:
+        _torch_dtypes[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    return _torch_dtypes[dtype]
 
 
 def _is_float_or_complex(t: Any) -> bool:
@@ -161,6 +167,23 @@ def _as_tuple(x) -> tuple:
     return (x,)
 
 
+class _Threads:
+    """``with``: torch on ``n`` intra-op threads, the previous number restored afterwards. A plain
+    class, not a generator context manager: every unit enters one, and most change nothing."""
+
+    def __init__(self, n: int):
+        self.n, self.before = n, n
+
+    def __enter__(self) -> None:
+        self.before = torch.get_num_threads()
+        if self.before != self.n:
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc) -> None:
+        if self.before != self.n:
+            torch.set_num_threads(self.before)
+
+
 class TorchEngine:
     name = "torch"
     error_class = TorchGradcheckError
@@ -230,17 +253,9 @@ class TorchEngine:
         """Drop the outputs :meth:`reference_call` keeps in this thread (and their graph)."""
         _reference.entry = None
 
-    @contextlib.contextmanager
-    def threads(self, n: int) -> Iterator[None]:
+    def threads(self, n: int) -> _Threads:
         """Run engine math on ``n`` intra-op threads (restored afterwards)."""
-        before = torch.get_num_threads()
-        if before != n:
-            torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            if before != n:
-                torch.set_num_threads(before)
+        return _Threads(n)
 
     def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
         return ComplexOutputPart(func, part)
@@ -314,16 +329,21 @@ class TorchEngine:
     def vjp(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         output = self.reference_call(func, inputs)[output_position]
         wrt = [inputs[p] for p in diff_positions]
-        one_hot = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
-        flat = one_hot.view(-1)
+        one_hot: list[torch.Tensor] = []  # made on the first one-hot row (fast mode has none)
+        given: list = [None, None]  # the last grad-output array and its tensor: rows are run twice
 
         def vjp(g: int | np.ndarray) -> list[np.ndarray | None]:
             if isinstance(g, (int, np.integer)):
+                if not one_hot:
+                    one_hot.append(torch.zeros_like(output, memory_format=torch.legacy_contiguous_format))
+                flat = one_hot[0].view(-1)
                 flat.zero_()
                 flat[int(g)] = 1.0
-                grad_output = one_hot
+                grad_output = one_hot[0]
             else:
-                grad_output = torch.from_numpy(np.asarray(g)).to(output.dtype).reshape(output.shape)
+                if given[0] is not g:
+                    given[:] = [g, torch.from_numpy(np.asarray(g)).to(output.dtype).reshape(output.shape)]
+                grad_output = given[1]
             grads = torch.autograd.grad(output, wrt, grad_output, retain_graph=True, allow_unused=True)
             return [None if g is None else to_numpy(g) for g in grads]
 

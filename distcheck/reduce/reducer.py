@@ -141,7 +141,7 @@ class Reducer:
         """The full Jacobian blocks behind a failed projection (run now, in slow mode)."""
         if self.run_more is None:
             return ""
-        numerical_unit, analytical_unit = stage.explain[(i, k)]
+        numerical_unit, analytical_unit = stage.explain(i, k)
         results = self.run_more([numerical_unit, analytical_unit])
         try:
             position = stage.outputs[k].position
