@@ -50,6 +50,12 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 _NUMPY_ARITHMETIC = (torch.float64, torch.complex128)
 
 
+def _plain(data: torch.Tensor) -> bool:
+    """Whether ``data.numpy()`` is a view of its elements in order (contiguous, no lazy
+    conjugation or negation)."""
+    return data.is_contiguous() and not (data.is_conj() or data.is_neg())
+
+
 def _wanted_numpy(outputs: tuple, wanted: Sequence[bool]) -> list[np.ndarray | None]:
     """Numpy copies of the wanted tensor outputs (None for the others)."""
     return [to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(outputs, wanted)]
@@ -263,7 +269,7 @@ class TorchEngine:
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         data = _perturbable(inputs[position])  # a sparse input: its specified values
         shape = tuple(data.shape)
-        if data.dtype in _NUMPY_ARITHMETIC and data.is_contiguous() and not (data.is_conj() or data.is_neg()):
+        if data.dtype in _NUMPY_ARITHMETIC and _plain(data):
             return self._numpy_perturbed(func, inputs, outputs, data.numpy().reshape(-1))
         flat = data.view(-1) if data.is_contiguous() else None
 
@@ -353,11 +359,24 @@ class TorchEngine:
         x = inputs[position]
         data = _perturbable(x)
         rows = self.element_rows(x)
+        # A real double input moves through a numpy view of its memory: torch adds a real step
+        # exactly as numpy does (complex steps are left to torch: its add multiplies the step by
+        # alpha=1, which can flip the sign of a zero component).
+        flat = data.numpy().reshape(-1) if data.dtype == torch.float64 and _plain(data) else None
+        wanted = list(outputs)
 
         def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
             step = np.asarray(delta).reshape(-1)
-            step = torch.from_numpy(step if rows is None else step[rows]).reshape(data.shape)
-            return self._outputs_moved(func, inputs, outputs, data, step)
+            if rows is not None:
+                step = step[rows]
+            if flat is None or step.dtype != flat.dtype:
+                return self._outputs_moved(func, inputs, outputs, data, torch.from_numpy(step).reshape(data.shape))
+            original = flat.copy()
+            np.add(original, step, out=flat)
+            try:  # copy the outputs before restoring: an output may be a view of the input
+                return _wanted_numpy(self.call(func, inputs), wanted)
+            finally:
+                flat[:] = original
 
         return evaluate
 
