@@ -387,7 +387,7 @@ class TorchEngine:
         vectors = []
         for numel, dtype in zip(numels, dtypes):
             vec = torch.rand(int(numel), generator=generator).to(_torch_dtype(dtype))
-            vec /= vec.norm()
+            vec /= torch.linalg.vector_norm(vec)  # Tensor.norm()'s computation, without its Python
             vectors.append(vec.numpy().copy())
         return vectors
 
