@@ -192,8 +192,10 @@ def breakdown(reference: dict[str, CaseRecord], run: DistcheckRun) -> dict:
 
 
 def differing(reference: dict[str, CaseRecord], run: DistcheckRun) -> list[str]:
-    verdict = lambda key: getattr(run.records.get(key), "verdict", None)  # noqa: E731
-    return [key for key, theirs in reference.items() if verdict(key) != theirs.verdict]
+    """The keys of the cases whose verdicts differ (or that the run did not record)."""
+    return [
+        key for key, theirs in reference.items() if key not in run.records or run.records[key].verdict != theirs.verdict
+    ]
 
 
 def compare(reference: dict[str, CaseRecord], reference_seconds: float, run: DistcheckRun) -> list[str]:
