@@ -229,6 +229,8 @@ class TorchEngine:
             )
 
     def call(self, func: Callable, inputs: tuple) -> tuple:
+        if torch.is_grad_enabled():  # the usual case: no context to enter (the call is hot)
+            return _as_tuple(func(*inputs))
         with torch.enable_grad():
             return _as_tuple(func(*inputs))
 
