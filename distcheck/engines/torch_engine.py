@@ -337,16 +337,16 @@ class TorchEngine:
     def vjp(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         output = self.reference_call(func, inputs)[output_position]
         wrt = [inputs[p] for p in diff_positions]
-        one_hot: list[torch.Tensor] = []  # made on the first one-hot row (fast mode has none)
+        one_hot: list[torch.Tensor] = []  # the tensor and its flat view, made on the first one-hot row
         given: list = [None, None]  # the last grad-output array and its tensor: rows are run twice
 
         def vjp(g: int | np.ndarray) -> list[np.ndarray | None]:
             if isinstance(g, (int, np.integer)):
-                if not one_hot:
-                    one_hot.append(torch.zeros_like(output, memory_format=torch.legacy_contiguous_format))
-                flat = one_hot[0].view(-1)
-                flat.zero_()
-                flat[int(g)] = 1.0
+                if not one_hot:  # fast mode has none
+                    tensor = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
+                    one_hot.extend((tensor, tensor.view(-1)))
+                one_hot[1].zero_()
+                one_hot[1][int(g)] = 1.0
                 grad_output = one_hot[0]
             else:
                 if given[0] is not g:
