@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,19 +50,32 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 _NUMPY_ARITHMETIC = (torch.float64, torch.complex128)
 
 
+def _plain(data: torch.Tensor) -> bool:
+    """Whether ``data.numpy()`` is a view of its elements in order (contiguous, no lazy
+    conjugation or negation)."""
+    return data.is_contiguous() and not (data.is_conj() or data.is_neg())
+
+
 def _wanted_numpy(outputs: tuple, wanted: Sequence[bool]) -> list[np.ndarray | None]:
     """Numpy copies of the wanted tensor outputs (None for the others)."""
     return [to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(outputs, wanted)]
 
 
+_numpy_dtypes: dict[torch.dtype, np.dtype] = {}  # found once per dtype: every check asks
+_torch_dtypes: dict[np.dtype, torch.dtype] = {}
+
+
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    if dtype in _NUMPY_DTYPES:
-        return np.dtype(_NUMPY_DTYPES[dtype])
-    return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+    if dtype not in _numpy_dtypes:
+        found = _NUMPY_DTYPES.get(dtype) or torch.empty((), dtype=dtype).numpy().dtype
+        _numpy_dtypes[dtype] = np.dtype(found)
+    return _numpy_dtypes[dtype]
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    if dtype not in _torch_dtypes:
+        _torch_dtypes[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    return _torch_dtypes[dtype]
 
 
 def _is_float_or_complex(t: Any) -> bool:
@@ -161,6 +173,23 @@ def _as_tuple(x) -> tuple:
     return (x,)
 
 
+class _Threads:
+    """``with``: torch on ``n`` intra-op threads, the previous number restored afterwards. A plain
+    class, not a generator context manager: every unit enters one, and most change nothing."""
+
+    def __init__(self, n: int):
+        self.n, self.before = n, n
+
+    def __enter__(self) -> None:
+        self.before = torch.get_num_threads()
+        if self.before != self.n:
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc) -> None:
+        if self.before != self.n:
+            torch.set_num_threads(self.before)
+
+
 class TorchEngine:
     name = "torch"
     error_class = TorchGradcheckError
@@ -200,6 +229,8 @@ class TorchEngine:
             )
 
     def call(self, func: Callable, inputs: tuple) -> tuple:
+        if torch.is_grad_enabled():  # the usual case: no context to enter (the call is hot)
+            return _as_tuple(func(*inputs))
         with torch.enable_grad():
             return _as_tuple(func(*inputs))
 
@@ -230,17 +261,9 @@ class TorchEngine:
         """Drop the outputs :meth:`reference_call` keeps in this thread (and their graph)."""
         _reference.entry = None
 
-    @contextlib.contextmanager
-    def threads(self, n: int) -> Iterator[None]:
+    def threads(self, n: int) -> _Threads:
         """Run engine math on ``n`` intra-op threads (restored afterwards)."""
-        before = torch.get_num_threads()
-        if before != n:
-            torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            if before != n:
-                torch.set_num_threads(before)
+        return _Threads(n)
 
     def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
         return ComplexOutputPart(func, part)
@@ -248,7 +271,7 @@ class TorchEngine:
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         data = _perturbable(inputs[position])  # a sparse input: its specified values
         shape = tuple(data.shape)
-        if data.dtype in _NUMPY_ARITHMETIC and data.is_contiguous() and not (data.is_conj() or data.is_neg()):
+        if data.dtype in _NUMPY_ARITHMETIC and _plain(data):
             return self._numpy_perturbed(func, inputs, outputs, data.numpy().reshape(-1))
         flat = data.view(-1) if data.is_contiguous() else None
 
@@ -314,16 +337,21 @@ class TorchEngine:
     def vjp(self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
         output = self.reference_call(func, inputs)[output_position]
         wrt = [inputs[p] for p in diff_positions]
-        one_hot = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
-        flat = one_hot.view(-1)
+        one_hot: list[torch.Tensor] = []  # the tensor and its flat view, made on the first one-hot row
+        given: list = [None, None]  # the last grad-output array and its tensor: rows are run twice
 
         def vjp(g: int | np.ndarray) -> list[np.ndarray | None]:
             if isinstance(g, (int, np.integer)):
-                flat.zero_()
-                flat[int(g)] = 1.0
-                grad_output = one_hot
+                if not one_hot:  # fast mode has none
+                    tensor = torch.zeros_like(output, memory_format=torch.legacy_contiguous_format)
+                    one_hot.extend((tensor, tensor.view(-1)))
+                one_hot[1].zero_()
+                one_hot[1][int(g)] = 1.0
+                grad_output = one_hot[0]
             else:
-                grad_output = torch.from_numpy(np.asarray(g)).to(output.dtype).reshape(output.shape)
+                if given[0] is not g:
+                    given[:] = [g, torch.from_numpy(np.asarray(g)).to(output.dtype).reshape(output.shape)]
+                grad_output = given[1]
             grads = torch.autograd.grad(output, wrt, grad_output, retain_graph=True, allow_unused=True)
             return [None if g is None else to_numpy(g) for g in grads]
 
@@ -333,11 +361,24 @@ class TorchEngine:
         x = inputs[position]
         data = _perturbable(x)
         rows = self.element_rows(x)
+        # A real double input moves through a numpy view of its memory: torch adds a real step
+        # exactly as numpy does (complex steps are left to torch: its add multiplies the step by
+        # alpha=1, which can flip the sign of a zero component).
+        flat = data.numpy().reshape(-1) if data.dtype == torch.float64 and _plain(data) else None
+        wanted = list(outputs)
 
         def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
             step = np.asarray(delta).reshape(-1)
-            step = torch.from_numpy(step if rows is None else step[rows]).reshape(data.shape)
-            return self._outputs_moved(func, inputs, outputs, data, step)
+            if rows is not None:
+                step = step[rows]
+            if flat is None or step.dtype != flat.dtype:
+                return self._outputs_moved(func, inputs, outputs, data, torch.from_numpy(step).reshape(data.shape))
+            original = flat.copy()
+            np.add(original, step, out=flat)
+            try:  # copy the outputs before restoring: an output may be a view of the input
+                return _wanted_numpy(self.call(func, inputs), wanted)
+            finally:
+                flat[:] = original
 
         return evaluate
 
@@ -348,7 +389,7 @@ class TorchEngine:
         vectors = []
         for numel, dtype in zip(numels, dtypes):
             vec = torch.rand(int(numel), generator=generator).to(_torch_dtype(dtype))
-            vec /= vec.norm()
+            vec /= torch.linalg.vector_norm(vec)  # Tensor.norm()'s computation, without its Python
             vectors.append(vec.numpy().copy())
         return vectors
 

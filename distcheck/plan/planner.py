@@ -12,6 +12,8 @@ stages that judge them, in the reference's order (torch.autograd.gradcheck):
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -56,16 +58,25 @@ class Plan:
     stages: list[Stage]
 
 
+# numpy's str(dtype) is Python code, and every slot names its dtype: once per dtype
+dtype_name = functools.cache(str)
+
+
 def real_info(info: TensorInfo | None) -> TensorInfo | None:
     """The real (or imaginary) part of a complex tensor; real tensors unchanged."""
     if info is None or not info.is_complex:
         return info
-    real = np.empty(0, dtype=info.dtype).real.dtype
-    return TensorInfo(info.shape, real, str(real), False, True, info.requires_grad, info.is_double)
+    real = _real_dtype(info.dtype)
+    return TensorInfo(info.shape, real, dtype_name(real), False, True, info.requires_grad, info.is_double)
+
+
+@functools.cache
+def _real_dtype(dtype: np.dtype) -> np.dtype:
+    return np.empty(0, dtype=dtype).real.dtype
 
 
 def _numel(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 class _Builder:
@@ -110,7 +121,7 @@ class _Builder:
 
     def output_slots(self, outputs: Sequence[TensorInfo | None], wanted: Sequence[bool], input_info: TensorInfo):
         return tuple(
-            OutputSlot(o.numel, str(input_info.dtype if input_info.is_complex else o.dtype)) if want else None
+            OutputSlot(o.numel, dtype_name(input_info.dtype if input_info.is_complex else o.dtype)) if want else None
             for o, want in zip(outputs, wanted)
         )
 
@@ -179,7 +190,8 @@ class _Builder:
         vector: str | None = None,
     ) -> list[ForwardColumns]:
         slots = tuple(
-            OutputSlot(o.numel, str(o.dtype)) if o is not None and o.is_float_or_complex else None for o in outputs
+            OutputSlot(o.numel, dtype_name(o.dtype)) if o is not None and o.is_float_or_complex else None
+            for o in outputs
         )
         complex_outputs = tuple(o is not None and o.is_complex for o in outputs)
         positions = tuple(s.position for s in inputs)
@@ -235,7 +247,7 @@ class _Builder:
 
 def _diff_slots(input_infos: Sequence[TensorInfo | None]) -> tuple[InputSlot, ...]:
     return tuple(
-        InputSlot(p, info.shape, str(info.dtype))
+        InputSlot(p, info.shape, dtype_name(info.dtype))
         for p, info in enumerate(input_infos)
         if info is not None and info.requires_grad
     )
@@ -342,14 +354,13 @@ def _plan_backward(
             b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), numels, b.options.nondet_tol))
             return
         analytical = tuple(b.add(AnalyticalRows(key, o.position, 0, 1, diff, vector=vk)) for o, vk in zip(checked, v))
-        explain = {
-            (i, k): (
-                b.numerical_columns(key, s, info, outputs, differentiable, whole=True)[0],
-                b.analytical_rows(key, diff, o, whole=True)[0],
+
+        def explain(i: int, k: int) -> tuple[Unit, Unit]:
+            return (
+                b.numerical_columns(key, diff[i], infos[i], outputs, differentiable, whole=True)[0],
+                b.analytical_rows(key, diff, checked[k], whole=True)[0],
             )
-            for i, (s, info) in enumerate(zip(diff, infos))
-            for k, o in enumerate(checked)
-        }
+
         b.stages.append(ProjectedComparison(key, "backward", diff, checked, numerical, analytical, u, v, explain, part))
         return
     if not checked:
@@ -388,14 +399,13 @@ def _plan_forward(
         analytical = tuple(
             b.add_all(b.forward_columns(key, i, diff, outputs, vector=keys[0]))[0] for i, keys in enumerate(u)
         )
-        explain = {
-            (i, k): (
-                b.numerical_columns(key, s, info, outputs, floats, whole=True)[0],
+
+        def explain(i: int, k: int) -> tuple[Unit, Unit]:
+            return (
+                b.numerical_columns(key, diff[i], infos[i], outputs, floats, whole=True)[0],
                 b.forward_columns(key, i, diff, outputs, whole=True)[0],
             )
-            for i, (s, info) in enumerate(zip(diff, infos))
-            for k in range(len(checked))
-        }
+
         b.stages.append(
             ProjectedComparison(key, "forward", diff, checked, numerical, analytical, u, (), explain, part, was_complex)
         )

@@ -6,6 +6,7 @@ metadata the reducer needs to judge them and to word a failure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from distcheck.plan.units import InputSlot, Unit
@@ -46,8 +47,8 @@ class ProjectedComparison:
 
     ``numerical[i]``: the projection unit of input i; ``analytical``: per output (backward) or
     per input (forward). ``u[i]``: subject.data keys of input i's vector(s); ``v[k]``: output k's.
-    ``explain[(i, k)]``: the slow-mode units (numerical, analytical) run only on failure, to show
-    the full Jacobian blocks.
+    ``explain(i, k)``: the slow-mode units (numerical, analytical) of input i and output k, made
+    and run only on failure, to show the full Jacobian blocks.
     """
 
     variant: str
@@ -58,7 +59,7 @@ class ProjectedComparison:
     analytical: tuple[int, ...]
     u: tuple[tuple[str, ...], ...]
     v: tuple[str, ...]
-    explain: dict[tuple[int, int], tuple[Unit, Unit]]
+    explain: Callable[[int, int], tuple[Unit, Unit]]
     part: str | None = None
     input_was_complex: tuple[bool, ...] = ()
 

@@ -150,7 +150,7 @@ class Reducer:
         message's explanation, and the blocks."""
         if self.run_more is None:
             return "", None
-        numerical_unit, analytical_unit = stage.explain[(i, k)]
+        numerical_unit, analytical_unit = stage.explain(i, k)
         results = self.run_more([numerical_unit, analytical_unit])
         try:
             position = stage.outputs[k].position

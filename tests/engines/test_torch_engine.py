@@ -102,3 +102,25 @@ def test_finite_differences_move_elements_through_numpy_exactly_as_through_torch
         for a, b in zip(fast, slow):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
         assert torch.equal(x.detach(), before)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_fast_mode_directions_move_a_double_input_through_numpy_exactly_as_through_torch(sign):
+    """A real double input moves along fast mode's random direction through a numpy view of
+    its memory: the outputs are bitwise those of moving it with torch, the input is restored
+    bitwise, and zeros keep their sign."""
+    x = (torch.randn(3, 4, dtype=torch.float64) * 1e3).requires_grad_()
+    with torch.no_grad():
+        x[0, 0], x[0, 1] = 0.0, -0.0
+    before = x.detach().clone()
+    delta = sign * torch.rand(12, dtype=torch.float64).numpy() * 1e-6
+    delta[:2] = -0.0
+
+    def func(t):
+        return t * 3.0, t[1:]  # the second output is a view of the input
+
+    fast = ENGINE.direction_evaluator(func, (x,), 0, [True, True])(delta)
+    slow = ENGINE._outputs_moved(func, (x,), [True, True], x.data, torch.from_numpy(delta).reshape(3, 4))
+    for a, b in zip(fast, slow):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert x.detach().numpy().tobytes() == before.numpy().tobytes()

@@ -113,6 +113,14 @@ def test_fast_mode_plans_projections_and_keeps_the_global_rng():
     assert abs(np.linalg.norm(u) - 1) < 1e-12 and (u >= 0).all()
 
 
+def test_fast_mode_makes_the_units_that_explain_a_failure_only_when_asked():
+    _, plan = plan_check(torch.sin, (_x(4, 5),), CheckOptions(fast_mode=True), SerialExecutor())
+    numerical, analytical = plan.stages[0].explain(0, 0)  # input 0, output 0: whole Jacobians
+    assert isinstance(numerical, NumericalColumns) and (numerical.start, numerical.stop) == (0, 20)
+    assert isinstance(analytical, AnalyticalRows) and (analytical.start, analytical.stop) == (0, 20)
+    assert numerical not in plan.units and analytical not in plan.units
+
+
 def test_forward_mode_of_complex_inputs_checks_imaginary_then_real_parts():
     _, plan = plan_check(
         torch.sin, (_x(3, dtype=torch.complex128),), CheckOptions(check_forward_ad=True), SerialExecutor()

@@ -50,4 +50,4 @@ def _feed_tensor(digest, tensor: torch.Tensor) -> None:
 def _feed_values(digest, t: torch.Tensor) -> None:
     t = t.resolve_conj().resolve_neg().contiguous().reshape(-1)
     if t.numel():
-        digest.update(t.view(torch.uint8).numpy().tobytes())
+        digest.update(t.view(torch.uint8).numpy())  # the bytes, read in place
