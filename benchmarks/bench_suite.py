@@ -43,6 +43,7 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 
 from distcheck.executors.ray_executor import ensure_ray, local_cpus  # noqa: E402
+from distcheck.reports import json_report  # noqa: E402
 from distcheck.reports.console import ConsoleProgress, summary  # noqa: E402
 from distcheck.runner import CaseRecord, RunOptions, hash_seed, run_suite, select  # noqa: E402
 from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
@@ -106,7 +107,7 @@ class DistcheckRun:
     ray_start: float | None = None
 
 
-def distcheck_on_ray(mode: str, selection: Selection, options: RunOptions) -> DistcheckRun:
+def distcheck_on_ray(mode: str, selection: Selection, options: RunOptions, report: str | None) -> DistcheckRun:
     start = time.perf_counter()
     try:
         ensure_ray(options.address, {"env_vars": dict(hash_seed.ENV)})  # as `distcheck run` starts or joins it
@@ -118,6 +119,10 @@ def distcheck_on_ray(mode: str, selection: Selection, options: RunOptions) -> Di
     finally:
         ray.shutdown()
     print(summary(result))
+    if report:
+        json_report.write(result, report, ["benchmarks/bench_suite.py", *sys.argv[1:]])
+    if result.first_dispatch is not None:
+        print(f"first dispatch {result.first_dispatch:.1f} s after the run's start (enumeration, warm workers)")
     return DistcheckRun("ray", {r.id: r for r in result.records}, seconds, result.workers, cpu, ray_start)
 
 
@@ -246,6 +251,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--address", help="run distcheck on this Ray (default: a local one, as `distcheck run`)")
     parser.add_argument("--distcheck", choices=("ray", "serial", "both"), default="ray")
     parser.add_argument("--json", help="write the per-case records of every run here")
+    parser.add_argument(
+        "--report", help="write the JSON report of distcheck's Ray run here (as `distcheck run --json`)"
+    )
     return parser.parse_args(argv)
 
 
@@ -271,7 +279,7 @@ def main() -> int:
     limits = {"max_jacobian_mb": args.max_jacobian_mb, "max_cases": args.max_cases}
     if args.distcheck in ("ray", "both"):
         print("(b) distcheck run on Ray (start included) ...", flush=True)
-        runs.append(distcheck_on_ray(args.mode, selection, RunOptions(address=args.address, **limits)))
+        runs.append(distcheck_on_ray(args.mode, selection, RunOptions(address=args.address, **limits), args.report))
     if args.distcheck in ("serial", "both"):
         print("(c) distcheck run --serial, in this process, 1 thread ...", flush=True)
         runs.append(distcheck_serial(args.mode, selection, RunOptions(serial=True, **limits)))

@@ -32,6 +32,8 @@ def report(result: RunResult, command: list[str] | None = None, resume: list[str
         "distcheck": distcheck.__version__,
         "python": platform.python_version(),
     }
+    if result.first_dispatch is not None:  # the run's start-up (enumeration, Ray's start, warm-up)
+        summary["first_dispatch"] = round(result.first_dispatch, 3)
     if command is not None:
         summary["command"] = command
     if result.interrupted is not None:
