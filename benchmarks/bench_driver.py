@@ -1,13 +1,15 @@
 """The driver's CPU per case, measured alone (issue 12 item 1): Ray runs apart (its own ``ray
 start --head``, in its own process group), and ``distcheck run --address ...`` runs as a child
-process on a small and a larger selection; the child's CPU time (``getrusage`` of children:
+process on a small and a larger selection (the first N ops of the suite: a selection by op
+keeps enumeration on the workers, where ``--max-cases`` would list every case on the driver);
+the child's CPU time (``getrusage`` of children:
 the driver only, since it joins Ray rather than starting it) gives the fixed start-up CPU
 (imports, joining Ray: the intercept) and the marginal driver CPU per case (the slope; target
 ≤ 0.02 ms).
 
-    .venv/bin/python benchmarks/bench_driver.py                          # --max-cases 700 and 6000
-    .venv/bin/python benchmarks/bench_driver.py --sizes 50,200           # a quick look
-    .venv/bin/python benchmarks/bench_driver.py --sizes 700,6000 -- --ops add,mul,sin
+    .venv/bin/python benchmarks/bench_driver.py                          # the first 15 and 120 ops
+    .venv/bin/python benchmarks/bench_driver.py --sizes 5,20             # a quick look
+    .venv/bin/python benchmarks/bench_driver.py --sizes 15,120 -- --mode slow
 
 Arguments after ``--`` go to ``distcheck run`` as they are (e.g. ``--mode slow``, ``--ops``).
 Stops the Ray it started, also on Ctrl-C and errors.
@@ -35,18 +37,37 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_driver(address: str, max_cases: int, suite: str, checks: str, extra: list[str]) -> tuple[int, float, float]:
+def first_ops(suite: str, count: int) -> list[str]:
+    """The first ``count`` ops of the suite (torch-opinfo: op_db's order)."""
+    names = subprocess.run(
+        [sys.executable, "-m", "distcheck", "list", "--suite", suite, "--checks", "grad"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    ops: list[str] = []
+    for line in names:
+        op = line.split("\t")[0].split("::")[1]
+        if op not in ops:
+            ops.append(op)
+    return ops[:count]
+
+
+def run_driver(address: str, ops: list[str], suite: str, checks: str, extra: list[str]) -> tuple[int, float, float]:
     """``(cases, CPU seconds, wall seconds)`` of one ``distcheck run`` child process."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+    with tempfile.TemporaryDirectory() as folder:
+        report = os.path.join(folder, "report.json")
         command = [sys.executable, "-m", "distcheck", "run", "--address", address, "--suite", suite]
-        command += ["--checks", checks, "--max-cases", str(max_cases), "--json", report.name, *extra]
+        command += ["--checks", checks, "--ops", ",".join(ops), "--json", report, "--out", os.path.join(folder, "run")]
+        command += extra
         before, begin = children_cpu(), time.perf_counter()
         done = subprocess.run(command, cwd=REPO, env={**os.environ, **AUTH}, capture_output=True, text=True)
         cpu, wall = children_cpu() - before, time.perf_counter() - begin
         if done.returncode not in (0, 1):  # 1: some case failed, a run all the same
             tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-            raise RuntimeError(f"distcheck run --max-cases {max_cases} exited {done.returncode}: {tail}")
-        with open(report.name) as f:
+            raise RuntimeError(f"distcheck run --ops ({len(ops)} ops) exited {done.returncode}: {tail}")
+        with open(report) as f:
             cases = len(json.load(f)["cases"])
     return cases, cpu, wall
 
@@ -72,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     ours = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="700,6000", help="--max-cases of each run (default: %(default)s)")
+    p.add_argument("--sizes", default="15,120", help="ops in each run: the suite's first N (default: %(default)s)")
     p.add_argument("--suite", default="torch-opinfo")
     p.add_argument("--checks", default="grad,gradgrad")
     p.add_argument("--cpus", type=int, default=os.cpu_count(), help="the Ray head's CPUs (default: this machine's)")
@@ -88,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start()
         points = []
-        print(f"{'--max-cases':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
+        ops = first_ops(args.suite, max(sizes))
+        print(f"{'ops':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
         for size in sizes:
-            cases, cpu, wall = run_driver(cluster.address, size, args.suite, args.checks, extra)
+            cases, cpu, wall = run_driver(cluster.address, ops[:size], args.suite, args.checks, extra)
             points.append((cases, cpu))
             print(f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}")
         intercept, slope = fit(points)

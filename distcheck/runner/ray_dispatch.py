@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 
     from distcheck.runner.runner import Sink
 
-POLL = 0.1  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
-REPORT_EVERY = 0.25  # seconds of outcomes a runner gathers before it reports them
+POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
+REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
 GROUP_SHARE = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
 
