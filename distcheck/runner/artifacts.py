@@ -110,10 +110,9 @@ _lock = threading.Lock()
 
 @contextlib.contextmanager
 def storing(folder: str | None) -> Iterator[None]:
-    """Keep failure blocks in ``folder`` (created) while the context is open (None: drop them)."""
+    """Keep failure blocks in ``folder`` (created with the first blocks) while the context is
+    open (None: drop them)."""
     global _folder
-    if folder is not None:
-        os.makedirs(folder, exist_ok=True)
     with _lock:
         previous, _folder = _folder, folder
     try:
@@ -129,5 +128,6 @@ def store(case_id: str, blocks: CaseBlocks | None) -> str | None:
     if blocks is None or folder is None:
         return None
     name = file_name(case_id)
+    os.makedirs(folder, exist_ok=True)
     np.savez_compressed(os.path.join(folder, name), **blocks.arrays())
     return name

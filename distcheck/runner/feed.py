@@ -117,6 +117,7 @@ class WorkQueue:
         self._ids = itertools.count()
         self._held: dict[int, tuple[int, Item]] = {}  # item id -> (runner, item)
         self._runners: set[int] = set()  # runners taking work
+        self._taken: dict[int, list[Item]] = {}  # per runner, the items it took, in order
         self._closed = self._paused = False
 
     def put(self, work: list[GroupInfo | CaseInfo]) -> None:
@@ -157,22 +158,23 @@ class WorkQueue:
                 return None
             return WAIT
         self._held[item.id] = (runner, item)
+        self._taken.setdefault(runner, []).append(item)
         return item
 
-    def lost(self, runner: int, known: int | None, batches: list[tuple[list[CaseInfo], bool]]) -> None:
-        """``runner`` died or was stopped while it held item ``known`` (what the driver knew of
-        it is in ``batches``, to hand out again first). Items it took without reporting their
-        start go out again as they were."""
+    def lost(self, runner: int, known: int | None, batches: list[tuple[list[CaseInfo], bool]]) -> list[Item]:
+        """``runner`` died or was stopped; the driver last heard it start item ``known`` (what it
+        knew of that item is in ``batches``, to hand out again first). Returns the items the
+        runner took after ``known``: their reports (even of items it finished) went down with it,
+        so the driver runs them again, carefully."""
         self._runners.discard(runner)
-        for item in [item for holder, item in self._held.values() if holder == runner]:
-            del self._held[item.id]
-            if item.id == known:
-                continue
-            if item.group is not None:
-                self._groups.appendleft(item.group)
-            else:
-                self._front.appendleft(item)
+        taken = self._taken.pop(runner, [])
+        ids = [item.id for item in taken]
+        unreported = taken[ids.index(known) + 1 :] if known in ids else taken
+        for item in unreported:
+            self._held.pop(item.id, None)
+        self._held.pop(known, None)
         self.resubmit(batches)
+        return unreported
 
     def pause(self, paused: bool) -> None:
         """While paused, runners that ask for work stop instead (their CPUs go to the chunks of

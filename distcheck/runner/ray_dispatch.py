@@ -37,6 +37,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 import time
@@ -173,6 +174,7 @@ class _Runner:
     current: int = 0  # the first case of the item not reported yet
     since: float = 0.0  # when the runner last reported (driver clock)
     careful: bool = False  # a careful task (one item), not a runner of the queue
+    started: int | None = None  # the last item the driver heard it start
 
     @property
     def culprit_known(self) -> bool:
@@ -309,7 +311,7 @@ class _Run:
     def on_start(self, runner: _Runner, item: Item) -> None:
         if self.d.first_dispatch is None:
             self.d.first_dispatch = time.perf_counter()
-        runner.item, runner.current = item, 0
+        runner.item, runner.current, runner.started = item, 0, item.id
         runner.cases = None if item.group is not None else list(item.cases)
 
     def on_listed(self, runner: _Runner, item_id: int, listing: list[CaseInfo], share: list[int]) -> None:
@@ -387,7 +389,9 @@ class _Run:
             if batches:
                 self.queue.resubmit.remote(batches)
         else:
-            self.queue.lost.remote(runner.id, None if item is None else item.id, batches)
+            unreported = ray.get(self.queue.lost.remote(runner.id, runner.started, batches))
+            for taken in unreported:  # its start report went down with the worker: maybe the culprit
+                self.start_careful(dataclasses.replace(taken, careful=True))
         self.top_up()
 
     def top_up(self) -> None:

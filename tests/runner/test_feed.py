@@ -79,14 +79,17 @@ def test_runners_wait_while_others_hold_work_and_stop_when_all_is_done():
     assert queue.take(1, finished=held) is None
 
 
-def test_the_work_of_a_lost_runner_goes_out_again():
+def test_the_work_of_a_lost_runner_goes_back_to_the_driver():
     queue = _queue()
-    queue.put([_group("g"), _case("a", 0), _case("a", 1)])
+    queue.put([_group("g"), _case("a", 0), _case("a", 1), _case("b", 0), _case("c", 0)])
     known = queue.take(7)
-    taken = queue.take(7)  # taken, but the driver never heard it started
-    assert _name(taken) == ["a0", "a1"]
-    queue.lost(7, known.id, [([_case("g", 1)], True)])
-    assert [_name(queue.take(1)) for _ in range(2)] == [["g1"], ["a0", "a1"]]
+    finished = queue.take(7, finished=known.id)  # finished, but its report never reached the driver
+    taken = queue.take(7, finished=finished.id)  # taken, and the driver never heard it started
+    assert [_name(finished), _name(taken)] == [["a0", "a1"], ["b0"]]
+    unreported = queue.lost(7, known.id, [([_case("g", 1)], False)])
+    assert [_name(item) for item in unreported] == [["a0", "a1"], ["b0"]]  # for the driver to run carefully
+    assert _drain(queue, runner=1) == [["g1"], ["c0"]]
+    assert queue.lost(8, None, []) == [] and queue.idle()
 
 
 def test_paused_runners_stop_and_resume_takes_work_again():
