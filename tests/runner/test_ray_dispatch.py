@@ -123,7 +123,7 @@ def test_a_group_that_cannot_be_listed_is_an_error_per_check_kind(ray_cluster):
     }
     messages = {r.case.op: r.message for r in result.records}
     assert "listing the group failed: RuntimeError: no samples today" in messages["nolist"]
-    assert "listing the group the worker running this case died" in messages["dielist"]  # found listing alone
+    assert "listing the group the worker running this case crashed" in messages["dielist"]  # found listing alone
 
 
 def test_a_suite_without_groups_is_enumerated_on_the_driver(ray_cluster):
