@@ -11,15 +11,16 @@
   So the driver's work grows with the messages it reads, not with tasks or samples.
 - **Streaming.** A runner is a Ray generator. It reports when it starts an item (with what the
   previous one had left unreported), then the outcomes of the cases it finished every
-  ``REPORT_EVERY`` seconds (a quarter of the timeout if that is shorter; after every case in a
-  *careful* batch), and when it runs out of work. The driver thus always knows which case a
+  ``REPORT_EVERY`` seconds (a quarter of the timeout if that is shorter), and when it runs out
+  of work. The driver thus always knows which case a
   runner may be in, and since when.
 - **Timeouts.** When a runner has reported nothing for ``timeout`` seconds in an item, one of
   the item's unreported cases is stuck. If that can only be one case (a single case left, or a
-  careful batch), the runner is cancelled with ``force=True`` (killing its worker: a plain
-  cancel cannot interrupt a C call), the case is reported ``timeout`` and the rest of the item
-  goes back to the queue. Otherwise the unreported cases go back as a careful batch: the quick
-  ones pass again and the stuck one times out again, now by name (a hung case costs up to two
+  *careful* task, which reports after every case), the runner is cancelled with ``force=True``
+  (killing its worker: a plain cancel cannot interrupt a C call), the case is reported
+  ``timeout`` and the rest of the item goes back to the queue. Otherwise the unreported cases
+  run again in a careful task of their own (not through the queue): the quick ones pass again
+  and the stuck one times out again, now by name (a hung case costs up to two
   timeouts, and no case is ever blamed for another). A worker that dies (out of memory, a crash
   in C) is handled alike: its case is reported ``error``, found by a careful rerun. A group
   whose listing times out or kills its worker is reported ``error`` per check kind. Then
@@ -134,7 +135,7 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
         outcomes = []
         for k, case in enumerate(cases):
             outcomes.append((k, run_case(suite, case.id, case.fingerprint, budget)))
-            if item.careful or time.monotonic() - reported >= report_every:
+            if time.monotonic() - reported >= report_every:
                 yield [*events, ("done", item.id, outcomes)]
                 events, outcomes, reported = [], [], time.monotonic()
         if outcomes:
