@@ -13,11 +13,25 @@ the driver only, since it joins Ray rather than starting it) gives the fixed sta
 
 Arguments after ``--`` go to ``distcheck run`` as they are (e.g. ``--mode slow``, ``--ops``).
 Stops the Ray it started, also on Ctrl-C and errors.
+
+On a cluster as small as this machine's, the driver's CPU also grows with the *wall time* (Ray's
+driver threads, the dispatch loop's looks, a report per runner per second), and the wall time
+grows with the cases: the slope above is per case *and* per second. ``--replay`` measures the
+per-case part alone, at cluster width: this process is the driver (CPU of this process; Ray's
+nodes apart), on a loopback cluster of ``--nodes`` × ``--cpus`` logical CPUs; each size is a
+synthetic recording (groups of 32 cases) replayed with ``distcheck/suites/replay.py`` (cases
+only sleep), every case sleeping ``--wall`` × P / N seconds so that every size takes the same
+wall time: the per-second costs are the same in each run and cancel in the slope. Each run
+writes what ``distcheck run`` writes (the run folder, its report, a JSON report, progress).
+
+    .venv/bin/python benchmarks/bench_driver.py --replay                 # 1,000 and 20,000 cases, 64 workers
+    .venv/bin/python benchmarks/bench_driver.py --replay --sizes 1000,50000 --wall 20
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -84,6 +98,116 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
+def parse_sizes(p: argparse.ArgumentParser, text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+        if len(sizes) < 2 or min(sizes) < 1:
+            raise ValueError
+    except ValueError:
+        p.error("--sizes: two or more positive integers, comma-separated")
+    return sizes
+
+
+def synthetic_recording(path: str, cases: int, seconds: float) -> None:
+    """A JSON report of ``cases`` passing fast-mode grad cases of ``seconds`` each, in groups of
+    32 (an op in float64), for the replay suite."""
+    records = []
+    for k in range(cases):
+        op, sample = f"op{k // 32}", k % 32
+        case_id = f"bench::{op}::float64::sample{sample}::grad"
+        records.append({"id": case_id, "op": op, "check": "grad", "dtype": "float64", "sample": sample})
+        records[-1].update({"verdict": "pass", "message": "", "seconds": seconds, "tasks": 1})
+    summary = {"suite": "bench", "mode": "fast", "executor": "ray", "workers": 1, "seconds": 0.0}
+    with open(path, "w") as f:
+        json.dump({"summary": summary, "cases": records}, f)
+
+
+def replay_once(address: str, cases: int, workers: int, wall: float) -> tuple[int, float, float]:
+    """One replay run of ``cases`` cases taking ``wall`` seconds on ``workers``, the driver in
+    this process, with the listeners and reports ``distcheck run`` has: ``(cases, CPU s, wall s)``."""
+    from distcheck.reports import console, json_report
+    from distcheck.runner import RunOptions, run_suite
+    from distcheck.runner.runner import Listeners
+    from distcheck.runner.store import REPORT, RunWriter, run_start
+    from distcheck.suites.base import Selection
+    from distcheck.suites.replay import replay_suite
+
+    with tempfile.TemporaryDirectory() as folder:
+        recording = os.path.join(folder, "recording.json")
+        synthetic_recording(recording, cases, wall * workers / cases)
+        suite = replay_suite(recording, checks=False)
+        options, selection = RunOptions(address=address), Selection()
+        run = os.path.join(folder, "run")
+        with open(os.devnull, "w") as quiet:
+            before, begin = self_cpu(), time.perf_counter()
+            start = run_start(suite.name, suite.mode, selection, options, ["bench_driver"])
+            writer = RunWriter(run, start)
+            listener = Listeners(console.ConsoleProgress(quiet, 15.0, False), writer)
+            result = run_suite(suite, selection, options, listener)
+            writer.close()
+            console.summary(result)
+            json_report.write(result, os.path.join(run, REPORT), ["bench_driver"])
+            json_report.write(result, os.path.join(folder, "report.json"), ["bench_driver"])
+            cpu, elapsed = self_cpu() - before, time.perf_counter() - begin
+    if result.counts()["pass"] != cases:
+        raise RuntimeError(f"the replay of {cases} cases gave {result.counts()}")
+    return cases, cpu, elapsed
+
+
+def self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def replay_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    sizes = parse_sizes(p, args.sizes or "1000,20000")
+    cpus = args.cpus or 16
+    if args.nodes < 1 or cpus < 1 or not args.wall > 0:
+        p.error("--nodes, --cpus: positive integers; --wall: a positive number")
+    cluster = LoopbackCluster(nodes=args.nodes, cpus=cpus)
+    return on_cluster(cluster, functools.partial(replay_runs, sizes=sizes, wall=args.wall))
+
+
+def replay_runs(cluster: LoopbackCluster, sizes: list[int], wall: float) -> None:
+    os.environ.update(AUTH)
+    from distcheck.executors.ray_executor import ensure_ray
+    from distcheck.runner import hash_seed
+
+    begin, before = time.perf_counter(), self_cpu()
+    ensure_ray(cluster.address, {"env_vars": dict(hash_seed.ENV)})
+    took = time.perf_counter() - begin
+    print(f"joining Ray and warming {cluster.workers} workers (apart): {took:.1f} s, {self_cpu() - before:.2f} s CPU")
+    replay_once(cluster.address, 64, cluster.workers, 1.0)  # the first run's one-time imports, apart
+    points = []
+    print(f"{'cases':>8} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
+    for size in sizes:
+        cases, cpu, elapsed = replay_once(cluster.address, size, cluster.workers, wall)
+        points.append((cases, cpu))
+        print(f"{cases:>8} {cpu:>13.2f} {elapsed:>8.1f} {1000 * cpu / cases:>12.3f}")
+    intercept, slope = fit(points)
+    print(f"per-run CPU at {wall:g} s of wall (per-second costs, one run's set-up): {intercept:.2f} s")
+    print(f"marginal driver CPU per case at {cluster.workers} workers: {1000 * slope:.4f} ms (target <= 0.02 ms)")
+
+
+def on_cluster(cluster: LoopbackCluster, body) -> int:
+    """Start ``cluster``, run ``body(cluster)``, stop what was started (also on Ctrl-C, errors)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        cluster.start()
+        body(cluster)
+    except KeyboardInterrupt:
+        print("bench_driver: interrupted; stopping Ray", file=sys.stderr)
+        return 130
+    except (RuntimeError, ValueError) as e:
+        print(f"bench_driver: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+            sys.modules["ray"].shutdown()
+        cluster.stop()
+    return 0
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -93,40 +217,33 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     ours = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="15,120", help="ops in each run: the suite's first N (default: %(default)s)")
+    p.add_argument("--sizes", help="ops per run: the suite's first N (default: 15,120); --replay: cases (1000,20000)")
     p.add_argument("--suite", default="torch-opinfo")
     p.add_argument("--checks", default="grad,gradgrad")
-    p.add_argument("--cpus", type=int, default=os.cpu_count(), help="the Ray head's CPUs (default: this machine's)")
+    p.add_argument("--cpus", type=int, help="logical CPUs per Ray node (default: this machine's; --replay: 16)")
+    p.add_argument("--replay", action="store_true", help="the per-case part alone, on a replay of equal wall time")
+    p.add_argument("--nodes", type=int, default=4, help="--replay: Ray nodes (default: %(default)s)")
+    p.add_argument("--wall", type=float, default=10.0, help="--replay: seconds each run takes (default: %(default)s)")
     args = p.parse_args(ours)
-    try:
-        sizes = [int(s) for s in args.sizes.split(",")]
-        if len(sizes) < 2 or min(sizes) < 1:
-            raise ValueError
-    except ValueError:
-        p.error("--sizes: two or more positive integers, comma-separated")
-    signal.signal(signal.SIGTERM, _interrupt)
-    cluster = LoopbackCluster(nodes=1, cpus=args.cpus)
-    try:
-        cluster.start()
-        points = []
-        ops = first_ops(args.suite, max(sizes))
-        print(f"{'ops':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
-        for size in sizes:
-            cases, cpu, wall = run_driver(cluster.address, ops[:size], args.suite, args.checks, extra)
-            points.append((cases, cpu))
-            print(f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}")
-        intercept, slope = fit(points)
-        print(f"fixed start-up CPU (imports, joining Ray): {intercept:.2f} s")
-        print(f"marginal driver CPU per case: {1000 * slope:.4f} ms (target <= 0.02 ms)")
-    except KeyboardInterrupt:
-        print("bench_driver: interrupted; stopping Ray", file=sys.stderr)
-        return 130
-    except (RuntimeError, ValueError) as e:
-        print(f"bench_driver: error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        cluster.stop()
-    return 0
+    if args.replay:
+        return replay_main(args, p)
+    args.cpus = args.cpus or os.cpu_count()
+    sizes = parse_sizes(p, args.sizes or "15,120")
+    run = functools.partial(driver_runs, sizes=sizes, suite=args.suite, checks=args.checks, extra=extra)
+    return on_cluster(LoopbackCluster(nodes=1, cpus=args.cpus), run)
+
+
+def driver_runs(cluster: LoopbackCluster, sizes: list[int], suite: str, checks: str, extra: list[str]) -> None:
+    points = []
+    ops = first_ops(suite, max(sizes))
+    print(f"{'ops':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
+    for size in sizes:
+        cases, cpu, wall = run_driver(cluster.address, ops[:size], suite, checks, extra)
+        points.append((cases, cpu))
+        print(f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}")
+    intercept, slope = fit(points)
+    print(f"fixed start-up CPU (imports, joining Ray): {intercept:.2f} s")
+    print(f"marginal driver CPU per case (per second too, on a cluster this small): {1000 * slope:.4f} ms")
 
 
 if __name__ == "__main__":

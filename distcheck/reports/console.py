@@ -17,7 +17,6 @@ from typing import TextIO
 from distcheck.reports import repro
 from distcheck.runner.records import BAD, CaseRecord
 from distcheck.runner.runner import Listener, RunResult
-from distcheck.suites.base import CHECK_KINDS
 
 BAR_WIDTH = 24
 MESSAGE_LINES = 6  # of each failure's message
@@ -60,6 +59,11 @@ class ConsoleProgress(Listener):
         if now - self._last_draw >= self.interval:
             self._last_draw = now
             self._draw(now)
+
+    def recorded_many(self, records: list[CaseRecord]) -> None:
+        self.done += len(records) - 1
+        self.bad += sum(record.verdict in BAD for record in records[:-1])
+        self.recorded(records[-1])
 
     def finished(self, result: RunResult) -> None:
         self._draw(time.monotonic())
@@ -128,7 +132,7 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
         f"{len(result.records)} cases in {result.seconds:.1f} s",
         "",
     ]
-    checks = [c for c in CHECK_KINDS if any(r.case.check == c for r in result.records)]
+    checks = result.checks
     verdicts = list(result.counts())  # flaky too, in a run that has some
     header = ["check", *verdicts, "total"]
     rows = [header]

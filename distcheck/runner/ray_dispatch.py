@@ -52,7 +52,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 from distcheck.runner import hash_seed
 from distcheck.runner.budget import Budget
-from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, run_case, timeout_record, to_record
+from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, reported_case, run_case, timeout_record, to_record
 from distcheck.runner.durations import CostlyRule, Durations
 from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
 from distcheck.runner.records import ERROR, CaseRecord
@@ -98,7 +98,8 @@ def _prepare(suite: Suite) -> None:
 def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float, selection: Selection, size: int):
     """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
     ``("start", item)``, ``("listed", item id, listing, share)`` (or ``("unlisted", item id,
-    message)``), ``("done", item id, [(k, outcome), ...])`` for its k-th cases, ``("idle",)``."""
+    message)``), ``("done", item id, [(k, record or outcome), ...])`` for its k-th cases (see
+    ``reported_case``), ``("idle",)``."""
     _prepare(suite)
     events: list[tuple] = []
     reported, finished, pause = time.monotonic(), None, IDLE_WAIT[0]
@@ -134,7 +135,7 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             cases = [listing[k] for k in share]
         outcomes = []
         for k, case in enumerate(cases):
-            outcomes.append((k, run_case(suite, case.id, case.fingerprint, budget)))
+            outcomes.append((k, reported_case(case, run_case(suite, case.id, case.fingerprint, budget))))
             if time.monotonic() - reported >= report_every:
                 yield [*events, ("done", item.id, outcomes)]
                 events, outcomes, reported = [], [], time.monotonic()
@@ -164,7 +165,7 @@ def _careful(item: Item, suite: Suite, budget: Budget, selection: Selection):
         yield [("listed", item.id, listing, share)]
         cases = [listing[k] for k in share]
     for k, case in enumerate(cases):
-        yield [("done", item.id, [(k, run_case(suite, case.id, case.fingerprint, budget))])]
+        yield [("done", item.id, [(k, reported_case(case, run_case(suite, case.id, case.fingerprint, budget)))])]
 
 
 @dataclass
@@ -323,14 +324,15 @@ class _Run:
         self.group_failed(runner.item.group, message)
         runner.item = None
 
-    def on_done(self, runner: _Runner, item_id: int, finished: list[tuple[int, Outcome]]) -> None:
+    def on_done(self, runner: _Runner, item_id: int, finished: list[tuple[int, Outcome | tuple]]) -> None:
         records = []
-        for index, outcome in finished:
-            case = runner.cases[index]
-            if outcome.verdict == SPLIT_VERDICT:
-                self.start_split(case)
+        for index, done in finished:
+            if type(done) is tuple:  # a record made on the worker (see case_runner.reported_case)
+                records.append(self.deaths.settle(CaseRecord.from_wire(runner.cases[index].id, done)))
+            elif done.verdict == SPLIT_VERDICT:
+                self.start_split(runner.cases[index])
             else:
-                records.append(self.deaths.settle(to_record(case, outcome, 1)))
+                records.append(self.deaths.settle(to_record(runner.cases[index], done, 1)))
         runner.current = finished[-1][0] + 1
         self.sink.emit(records)
 

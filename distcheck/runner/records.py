@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from distcheck.suites.base import CaseId
@@ -11,6 +13,7 @@ PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT = "pass", "fail", "error", "skipped",
 VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)
 FLAKY = "flaky"  # bad, then passed when run again (--reruns; counted only where there are some)
 BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps with options makes an encoder per call
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class CaseRecord:
 
     @property
     def id(self) -> str:
-        return str(self.case)
+        return self.case.text
 
     def to_json(self) -> dict[str, Any]:
         record = {
@@ -53,6 +56,26 @@ class CaseRecord:
             record["blocks"] = self.blocks
         if self.attempts is not None:
             record["attempts"] = [dict(a) for a in self.attempts]
+        return record
+
+    @cached_property
+    def json_text(self) -> str:
+        """:meth:`to_json` as compact JSON text, made once: the run folder's line and the JSON
+        report both write it (the C encoder; an indented dump runs Python code per value)."""
+        return _COMPACT.encode(self.to_json())
+
+    def wire(self) -> tuple:
+        """The record as a runner sends it to the driver: a plain tuple (a pickled dataclass
+        costs the driver several times more to load), its JSON text made on the worker. Only
+        for records of one task without blocks or attempts (what a runner makes)."""
+        return (self.verdict, self.message, self.seconds, self.estimate, self.json_text)
+
+    @classmethod
+    def from_wire(cls, case: CaseId, wire: tuple) -> CaseRecord:
+        """The record :meth:`wire` sent, for ``case`` (the driver's own id of it)."""
+        verdict, message, seconds, estimate, text = wire
+        record = cls(case, verdict, message, seconds, 1, estimate)
+        record.__dict__["json_text"] = text  # what the cached property would make again
         return record
 
     @classmethod

@@ -27,6 +27,7 @@ import gc
 import itertools
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -34,7 +35,17 @@ from typing import Protocol
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
 from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord
-from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
+from distcheck.suites.base import (
+    CHECK_KINDS,
+    RUN,
+    CaseInfo,
+    GroupInfo,
+    Selection,
+    Suite,
+    UsageError,
+    enumerate_cases,
+    is_grouped,
+)
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
@@ -89,20 +100,39 @@ class RunResult:
     complete: bool = True  # False: stopped before every case had its verdict
     interrupted: str | None = None  # what stopped it (a signal's name), if something did
 
+    _tallied: tuple[int, int, Counter] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def tally(self) -> Counter:
+        """Cases per (check kind, verdict), counted once for the records as they are (reports ask
+        for counts many times; a run may have 100,000 records)."""
+        key = (id(self.records), len(self.records))
+        if self._tallied is None or self._tallied[:2] != key:
+            self._tallied = (*key, Counter((r.case.check, r.verdict) for r in self.records))
+        return self._tallied[2]
+
+    @property
+    def checks(self) -> list[str]:
+        """The check kinds the records have, in the canonical order."""
+        present = {check for check, _ in self.tally()}
+        return [c for c in CHECK_KINDS if c in present]
+
     @property
     def failed(self) -> bool:
-        return any(r.verdict in BAD for r in self.records)
+        return any(verdict in BAD for _, verdict in self.tally())
 
     @property
     def flaky(self) -> list[CaseRecord]:
+        if not any(verdict == FLAKY for _, verdict in self.tally()):
+            return []
         return [r for r in self.records if r.verdict == FLAKY]
 
     def counts(self, check: str | None = None) -> dict[str, int]:
         """Cases per verdict (of one check kind, or all); ``flaky`` only in a run that has some."""
-        counts = dict.fromkeys((*VERDICTS, FLAKY) if self.flaky else VERDICTS, 0)
-        for r in self.records:
-            if check is None or r.case.check == check:
-                counts[r.verdict] += 1
+        tally = self.tally()
+        counts = dict.fromkeys((*VERDICTS, FLAKY) if any(v == FLAKY for _, v in tally) else VERDICTS, 0)
+        for (kind, verdict), n in tally.items():
+            if check is None or kind == check:
+                counts[verdict] += n
         return counts
 
 
@@ -117,6 +147,12 @@ class Listener:
 
     def recorded(self, record: CaseRecord) -> None:
         """A case has its verdict (its final one: a case held for reruns is told once settled)."""
+
+    def recorded_many(self, records: list[CaseRecord]) -> None:
+        """Several cases have their verdicts (a runner's report): :meth:`recorded` for each,
+        unless the listener does better with the whole batch (one write for the run folder)."""
+        for record in records:
+            self.recorded(record)
 
     def finished(self, result: RunResult) -> None:
         """The run is over."""
@@ -139,6 +175,10 @@ class Listeners(Listener):
     def recorded(self, record: CaseRecord) -> None:
         for listener in self.listeners:
             listener.recorded(record)
+
+    def recorded_many(self, records: list[CaseRecord]) -> None:
+        for listener in self.listeners:
+            listener.recorded_many(records)
 
     def finished(self, result: RunResult) -> None:
         for listener in self.listeners:
@@ -283,10 +323,12 @@ class _Collector:
         self.settle(records)
 
     def settle(self, records: list[CaseRecord]) -> None:
+        if not records:
+            return
         with self.lock:
             for record in records:
                 self.records[record.id] = record
-                self.listener.recorded(record)
+            self.listener.recorded_many(records)
 
     @property
     def complete(self) -> bool:

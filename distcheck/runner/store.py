@@ -32,6 +32,7 @@ from distcheck.suites.base import Selection, UsageError
 RECORDS, REPORT = "records.jsonl", "report.json"
 TYPE = "$report_type"
 RUN_START, CASE_RECORD, RUN_RESUME, RUN_FINISH = "RunStart", "CaseRecord", "RunResume", "RunFinish"
+_CASE_LINE = json.dumps({TYPE: CASE_RECORD}, separators=(",", ":"))[:-1] + ","  # a case line's opening
 # options a resume takes from the record; where to run (serial, address) may change
 RECORDED_OPTIONS = ("timeout", "max_jacobian_mb", "max_cases", "split_seconds", "split_max_mb", "batch_size", "reruns")
 
@@ -111,20 +112,31 @@ class RunWriter(Listener):
         self._line(None)
 
     def _line(self, data: dict[str, Any] | None) -> None:
+        self._write(None if data is None else json.dumps(data, separators=(",", ":")))
+
+    def _write(self, text: str | None) -> None:
         with self._lock:
             if self._closed:
                 return
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", buffering=1, encoding="utf-8")  # line-buffered: a flush per line
+                self._file = open(self.path, "a", buffering=1, encoding="utf-8")  # line-buffered: a flush per write
                 self._file.write(json.dumps(self._first, separators=(",", ":")) + "\n")
-            if data is not None:
-                self._file.write(json.dumps(data, separators=(",", ":")) + "\n")
+            if text is not None:
+                self._file.write(text + "\n")
 
     def recorded(self, record: CaseRecord) -> None:
-        if record.id not in self.written:
-            self.written.add(record.id)
-            self._line({TYPE: CASE_RECORD, **record.to_json()})
+        self.recorded_many([record])
+
+    def recorded_many(self, records: list[CaseRecord]) -> None:
+        """One write (and flush) for a runner's report: a line per case not written yet."""
+        lines = []
+        for record in records:
+            if record.id not in self.written:
+                self.written.add(record.id)
+                lines.append(_CASE_LINE + record.json_text[1:])  # {"$report_type":"CaseRecord", + its fields
+        if lines:
+            self._write("\n".join(lines))
 
     def finished(self, result: RunResult) -> None:
         finish = {TYPE: RUN_FINISH, "finished": _now(), "complete": result.complete}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 CHECK_KINDS = ("grad", "gradgrad", "fwgrad", "fwgrad_bwgrad")
@@ -47,6 +48,11 @@ class CaseId:
     sample: int | None = None
 
     def __str__(self) -> str:
+        return self.text
+
+    @cached_property
+    def text(self) -> str:
+        """The id as text, made once (the driver looks records up by it, several times a case)."""
         parts = [self.suite, self.op, self.dtype]
         if self.sample is not None:
             parts.append(f"sample{self.sample}")

@@ -102,3 +102,17 @@ def test_json_report(tmp_path):
         "tasks": 17,
     }
     assert data["cases"][4]["sample"] is None
+
+
+def test_json_report_text_is_the_report_with_a_line_per_case():
+    """The file is written as text (summary indented, a compact line per case, each record
+    encoded once); it must read back as exactly :func:`json_report.report`, escapes included."""
+    result = _result()
+    odd = CaseRecord(CaseId("torch-opinfo", "div", "float64", "grad", 1), "error", 'quote " tab\t é \\ end', 1.0, 1)
+    result.records.append(odd)
+    text = json_report.text(result, ["distcheck", "run"], ["distcheck", "run", "--resume", "x"])
+    assert json.loads(text) == json_report.report(result, ["distcheck", "run"], ["distcheck", "run", "--resume", "x"])
+    case_lines = [line for line in text.splitlines() if line.startswith('  {"id"')]
+    assert len(case_lines) == len(result.records)
+    empty = RunResult("torch-opinfo", "fast", "serial", 1)
+    assert json.loads(json_report.text(empty))["cases"] == []
