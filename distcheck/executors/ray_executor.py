@@ -117,8 +117,21 @@ def _warm_once() -> None:
 def _import(modules: tuple[str, ...]) -> int:
     for module in modules:
         importlib.import_module(module)
+    warm_libraries()
     time.sleep(0.1)  # long enough that the tasks spread over every worker slot
     return os.getpid()
+
+
+def warm_libraries() -> None:
+    """First calls that cost a process seconds, made while nothing waits for them: torch's
+    first ``torch.autograd.grad`` with grad-outputs imports ``torch.fx``'s symbolic shapes and
+    sympy (1.3 s here) — in a worker, its first task; on the driver, the backward pass a
+    check times to plan its chunks (timed once, it made the first check hundreds of tasks)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        with torch.enable_grad():
+            x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+            torch.autograd.grad(x * 2, x, torch.ones(2, dtype=torch.float64))
 
 
 def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -> float:
@@ -128,6 +141,7 @@ def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -
     start = time.perf_counter()
     wanted = (*WARM_MODULES, *(m for m in ENGINE_LIBRARIES if m in sys.modules), *modules)
     refs = [_import.remote(wanted) for _ in range(cluster_cpus())]
+    warm_libraries()  # the driver too (a check measures a backward pass on it)
     ray.wait(refs, num_returns=len(refs), timeout=timeout)
     return time.perf_counter() - start
 

@@ -87,12 +87,14 @@ class CostModel:
         return [groups[task] for task in order]
 
 
-def best_time(call: Callable[[], Any], limits: Sequence[float] = (1.0, 0.1, 0.0)) -> float:
+def best_time(call: Callable[[], Any], limits: Sequence[float] = (math.inf, 0.1, 0.0)) -> float:
     """The shortest of up to ``len(limits)`` timings of ``call``: a single timing can be
     inflated many times over by another process, or by a first call's one-off start-up costs.
-    Timing stops once the best so far exceeds the limit of that round: by default a call over
-    a second is timed once, one over 0.1 s twice, so that measuring stays cheap next to the
-    check; ``limits=(math.inf,) * n`` times it ``n`` times."""
+    Timing stops once the best so far exceeds the limit of that round: by default every call is
+    timed twice (torch's first backward pass in a process takes about a second: timed once, it
+    made the first check's plan hundreds of tiny tasks), a third time if both took under
+    0.1 s — a check makes thousands of such calls, so measuring stays cheap next to it;
+    ``limits=(math.inf,) * n`` times it ``n`` times."""
     best = math.inf
     for limit in limits:
         start = time.perf_counter()

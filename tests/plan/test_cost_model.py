@@ -1,0 +1,37 @@
+"""The cost model's timing: a first call's one-off cost must not decide a check's plan."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from distcheck.plan.cost_model import best_time
+
+
+def test_a_slow_first_call_is_timed_again():
+    """torch's first ``autograd.grad`` in a process imports sympy (over a second): timed once,
+    the first check on Ray was planned as hundreds of tiny tasks instead of a dozen."""
+    calls = []
+
+    def call():
+        calls.append(None)
+        time.sleep(1.2 if len(calls) == 1 else 0.001)
+
+    assert best_time(call) < 0.1 and len(calls) == 3
+
+
+def test_warm_up_takes_torchs_first_grad_cost():
+    """After the warm-up a worker (and the driver) runs, the first ``torch.autograd.grad`` with
+    grad-outputs imports nothing more (measured by the modules it adds, not by time)."""
+    code = (
+        "import sys, torch\n"
+        "from distcheck.executors.ray_executor import warm_libraries\n"
+        "warm_libraries()\n"
+        "before = set(sys.modules)\n"
+        "x = torch.ones(3, dtype=torch.float64, requires_grad=True)\n"
+        "torch.autograd.grad((x * x).sum(), x, torch.ones((), dtype=torch.float64))\n"
+        "print(len(set(sys.modules) - before))\n"
+    )
+    added = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert added.strip() == "0"
