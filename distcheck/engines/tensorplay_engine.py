@@ -39,6 +39,7 @@ from distcheck.engines.complex_parts import ComplexOutputPart
 from distcheck.engines.tuples import as_tuple
 from distcheck.engines.wording import Wording
 from distcheck.errors import EngineCapabilityError, GradcheckError
+from distcheck.kinds import Part
 from distcheck.numerics.random_vectors import unit_vectors
 
 __all__ = ["ComplexOutputPart", "GradOfOutputs", "TensorplayEngine", "to_numpy", "to_tensor"]
@@ -338,15 +339,15 @@ class TensorplayEngine(Engine):
     def vmap(self, function: Callable, stacked: tp.Tensor) -> tuple:
         return tuple(vmap(function)(stacked))
 
-    def complex_part(self, value: Any, part: str) -> Any:
+    def complex_part(self, value: Any, part: Part) -> Any:
         """``view_as_real(o).select(-1, k)``: ``Tensor.real``/``.imag`` are not differentiable in
         tensorplay; this is, with torch's gradients."""
         if not (isinstance(value, tp.Tensor) and value.is_complex()):
             return value
-        return tp.view_as_real(value).select(-1, 0 if part == "real" else 1)
+        return tp.view_as_real(value).select(-1, 0 if part == Part.REAL else 1)
 
-    def complex_join(self, part_value: tp.Tensor, other: tp.Tensor, part: str) -> tp.Tensor:
-        return tp.complex(part_value, other) if part == "real" else tp.complex(other, part_value)
+    def complex_join(self, part_value: tp.Tensor, other: tp.Tensor, part: Part) -> tp.Tensor:
+        return tp.complex(part_value, other) if part == Part.REAL else tp.complex(other, part_value)
 
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return unit_vectors(numels, dtypes)  # numpy's: tp.rand ignores its generator
