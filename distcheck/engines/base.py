@@ -75,6 +75,22 @@ class TensorInfo:
     elements: int | None = None  # a sparse tensor's specified values (what finite differences perturb)
     device: str | None = None  # where the values live, when the engine has devices (messages)
 
+    @classmethod
+    def of(cls, shape: Sequence[int], dtype: np.dtype, dtype_name: str, requires_grad: bool, **more: Any) -> TensorInfo:
+        """The record of an array whose values have the numpy ``dtype`` (its kind and precision
+        follow from it; an engine's bfloat16 is a float32 here, and not double)."""
+        dtype = np.dtype(dtype)
+        return cls(
+            shape=tuple(shape),
+            dtype=dtype,
+            dtype_name=dtype_name,
+            is_complex=dtype.kind == "c",
+            is_floating=dtype.kind == "f",
+            requires_grad=requires_grad,
+            is_double=dtype in (np.float64, np.complex128),
+            **more,
+        )
+
     @property
     def perturbable(self) -> int:
         return self.numel if self.elements is None else self.elements

@@ -202,9 +202,6 @@ class NumpyEngine(Engine):
     error_class = GradcheckError
     wording = NumpyWording()
 
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, np.ndarray)
-
     def requires_grad(self, value: Any, func: Any = None, position: int | None = None) -> bool:
         """An input is differentiated only by a :class:`NumpyFunction` (to any other function a
         numpy array is a constant); an output when it is float/complex."""
@@ -214,17 +211,17 @@ class NumpyEngine(Engine):
             return _is_float_or_complex(value)
         return isinstance(func, NumpyFunction) and func.differentiable(position, value)
 
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
     def info(self, value: np.ndarray, func: Any = None, position: int | None = None) -> TensorInfo:
         fn = _require(func) if func is not None else None
         requires_grad = fn.differentiable(position, value) if fn is not None else _is_float_or_complex(value)
-        return TensorInfo(
-            shape=tuple(value.shape),
-            dtype=value.dtype,
-            dtype_name=str(value.dtype),
-            is_complex=value.dtype.kind == "c",
-            is_floating=value.dtype.kind == "f",
-            requires_grad=requires_grad,
-            is_double=value.dtype in (np.float64, np.complex128),
+        return TensorInfo.of(
+            value.shape,
+            value.dtype,
+            str(value.dtype),
+            requires_grad,
             overlapping=any(st == 0 and sz > 1 for st, sz in zip(value.strides, value.shape)),
         )
 

@@ -148,14 +148,11 @@ class TorchEngine(Engine):
         overlapping = False
         if value.layout != torch._mkldnn:
             overlapping = not all(st > 0 or sz <= 1 for st, sz in zip(values.stride(), values.size()))
-        return TensorInfo(
-            shape=tuple(value.shape),
-            dtype=numpy_dtype(value.dtype),
-            dtype_name=str(value.dtype),
-            is_complex=value.is_complex(),
-            is_floating=value.is_floating_point(),
-            requires_grad=value.requires_grad,
-            is_double=value.dtype in (torch.float64, torch.complex128),
+        return TensorInfo.of(
+            value.shape,
+            numpy_dtype(value.dtype),
+            str(value.dtype),
+            value.requires_grad,
             overlapping=overlapping,
             elements=values.numel() if value.layout not in (torch.strided, torch._mkldnn) else None,
             device=str(value.device),

@@ -281,7 +281,7 @@ def plan_gradcheck(
             if part:
                 b.variants[key] = Variant(engine.output_part(func, part, len(inputs)), inputs)
             outputs = [real_info(o) if part else o for o in output_infos]
-            _plan_backward(b, key, part, diff, input_infos, outputs, output_infos)
+            _plan_backward(b, _Target(key, part, diff), input_infos, outputs, output_infos)
 
     if options.check_forward_ad:
         complex_inputs = any(i is not None and i.is_complex and i.requires_grad for i in input_infos)
@@ -293,7 +293,7 @@ def plan_gradcheck(
                 b.variants[key] = Variant(*engine.input_part(func, inputs, part))
                 infos = [real_info(i) for i in input_infos]
             was_complex = tuple(input_infos[s.position].is_complex for s in diff)
-            _plan_forward(b, key, part, _diff_slots(infos), infos, output_infos, was_complex)
+            _plan_forward(b, _Target(key, part, _diff_slots(infos)), infos, output_infos, was_complex)
             variants.append((key, infos))
         if options.check_undefined_grad:
             for key, infos in variants:
@@ -322,15 +322,24 @@ def plan_gradcheck(
     return Plan(Subject(engine.name, b.variants, b.data, b._measured), b.units, b.stages)
 
 
+@dataclass(frozen=True)
+class _Target:
+    """What a Jacobian stage checks: a variant, the part of complex values it stands for, and
+    its differentiable inputs."""
+
+    key: VariantKey
+    part: Part | None
+    diff: tuple[InputSlot, ...]
+
+
 def _plan_backward(
     b: _Builder,
-    key: VariantKey,
-    part: Part | None,
-    diff: tuple[InputSlot, ...],
+    target: _Target,
     input_infos: Sequence[TensorInfo | None],
     outputs: Sequence[TensorInfo | None],
     original_outputs: Sequence[TensorInfo | None],
 ) -> None:
+    key, part, diff = target.key, target.part, target.diff
     differentiable = [o is not None and o.requires_grad for o in outputs]
     floats = [o is not None and o.is_float_or_complex for o in outputs]
     checked = tuple(
@@ -376,13 +385,12 @@ def _plan_backward(
 
 def _plan_forward(
     b: _Builder,
-    key: VariantKey,
-    part: Part | None,
-    diff: tuple[InputSlot, ...],
+    target: _Target,
     input_infos: Sequence[TensorInfo | None],
     outputs: Sequence[TensorInfo | None],
     was_complex: tuple[bool, ...],
 ) -> None:
+    key, part, diff = target.key, target.part, target.diff
     differentiable = [o is not None and o.requires_grad for o in outputs]
     floats = [o is not None and o.is_float_or_complex for o in outputs]
     infos = [input_infos[s.position] for s in diff]
