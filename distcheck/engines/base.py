@@ -31,8 +31,10 @@ Derived methods (written once here, on the primitives; adapters do not override 
 :meth:`Engine.vjp` / :meth:`Engine.jvp` (Jacobian rows and columns as numpy), the auxiliary
 checks ``check_*``, :meth:`Engine.default_grad_outputs`, :meth:`Engine.reference_call`.
 
-Registering an engine: add it to ``distcheck.engines._ENGINES`` (module, class, the package
-whose array type it owns); see ``distcheck/engines/numpy_engine.py`` for a short adapter.
+Registering an engine: one entry in ``distcheck.engines.registry._ENGINES`` (module, class, the
+package whose array type it owns, that type's attribute name); see
+``distcheck/engines/numpy_engine.py`` for a short adapter. ``part`` arguments are
+:class:`distcheck.kinds.Part` values (str-valued: ``"real"`` / ``"imag"``).
 """
 
 from __future__ import annotations
