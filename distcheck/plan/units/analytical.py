@@ -27,8 +27,24 @@ class RowsResult:
     wrong_dtype: str | None
 
 
+class _Range:
+    """A unit over items ``start:stop`` (rows, columns), or the single vector ``vector`` names."""
+
+    start: int
+    stop: int
+    vector: str | None
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def items(self, subject: Subject) -> list | range:
+        """The grad-outputs (tangents): the named vector, or one-hot indices."""
+        return [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
+
+
 @dataclass(frozen=True)
-class AnalyticalRows:
+class AnalyticalRows(_Range):
     """Backward passes of one output with one-hot grad-outputs at rows ``start:stop`` — or,
     with ``vector`` (a subject.data key), a single pass with that grad-output (fast mode's vᵀJ).
     """
@@ -40,14 +56,10 @@ class AnalyticalRows:
     inputs: tuple[InputSlot, ...]
     vector: str | None = None
 
-    @property
-    def size(self) -> int:
-        return self.stop - self.start
-
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
         variant = subject.variants[self.variant]
         vjp = engine.vjp(variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
-        grad_outputs = [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
+        grad_outputs = self.items(subject)
         runs = []
         wrong_size = wrong_dtype = None
         dtypes = [np.dtype(s.dtype) for s in self.inputs]
@@ -88,7 +100,7 @@ class ColumnsResult:
 
 
 @dataclass(frozen=True)
-class ForwardColumns:
+class ForwardColumns(_Range):
     """Forward-mode JVPs with one-hot tangents at columns ``start:stop`` of one differentiable
     input — or, with ``vector`` (a subject.data key), a single JVP along it (fast mode's J u)."""
 
@@ -101,14 +113,10 @@ class ForwardColumns:
     output_is_complex: tuple[bool, ...]
     vector: str | None = None
 
-    @property
-    def size(self) -> int:
-        return self.stop - self.start
-
     def run(self, engine: Engine, subject: Subject) -> ColumnsResult:
         variant = subject.variants[self.variant]
         jvp = engine.jvp(variant.func, variant.inputs, self.diff_positions)
-        tangents = [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
+        tangents = self.items(subject)
         float_outputs = [k for k, slot in enumerate(self.outputs) if slot is not None]
         blocks = [None if s is None else np.zeros((len(tangents), s.numel), dtype=s.dtype) for s in self.outputs]
         mismatch = False
