@@ -10,17 +10,9 @@ import torch
 import distcheck
 from distcheck.engines import get_engine, reference_scope
 from distcheck.engines.reference import reference_call
+from tests.engines.test_torch_engine import Counted
 
 TORCH = get_engine("torch")
-
-
-class Counted:
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self, x):
-        self.calls += 1
-        return x.sin()
 
 
 def _x() -> torch.Tensor:
