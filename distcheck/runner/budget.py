@@ -23,8 +23,9 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
-from distcheck.engines import engine_for
+from distcheck.engines import engine_for, reference_scope
 from distcheck.plan.cost_model import best_time
 from distcheck.suites.base import BuiltCase, CheckCall
 
@@ -32,7 +33,17 @@ RAM_FRACTION = 0.25  # default memory budget: this share of the machine's RAM
 _TIMED_FROM = 1000  # input + output elements from which the times are measured carefully
 _THREE_TIMINGS = (math.inf,) * 3  # the fastest of three (first calls may include one-off initialization)
 
-RUN, SKIP, SPLIT = "run", "skip", "split"
+
+class Decision(StrEnum):
+    """What a case's budget decides: run it whole, skip it (over the memory budget), or split it
+    into Jacobian chunks (long)."""
+
+    RUN = "run"
+    SKIP = "skip"
+    SPLIT = "split"
+
+
+RUN, SKIP, SPLIT = Decision.RUN, Decision.SKIP, Decision.SPLIT
 
 
 def machine_ram() -> int:
@@ -106,11 +117,11 @@ def _measure(case: BuiltCase) -> _Measured:
     if columns + rows >= _TIMED_FROM:
         evaluation = backward = best_time(lambda: engine.call(case.func, case.inputs), _THREE_TIMINGS)
         if diff and differentiable:
-            vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
-            backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
-            # the check that follows makes its own reference call, after its suite reseeds the
-            # RNGs, as torch's does: it must not differentiate the outputs of this timing call
-            engine.forget()
+            # a scope of its own: the check that follows makes its own reference call, after its
+            # suite reseeds the RNGs, as torch's does; it must not differentiate this timing call's
+            with reference_scope():
+                vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
+                backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
     is_complex = any(i.is_complex for i in inputs) or any(o.is_complex for _, o in differentiable)
     return _Measured(columns, rows, 16 if is_complex else 8, evaluation, backward)
 
@@ -156,8 +167,8 @@ class Budget:
     split_seconds: float | None = None
     split_max_bytes: float = float("inf")
 
-    def decide(self, estimate: Estimate) -> tuple[str, str]:
-        """``(run | skip | split, reason)``."""
+    def decide(self, estimate: Estimate) -> tuple[Decision, str]:
+        """``(decision, reason)``."""
         if estimate.bytes > self.max_bytes:
             return SKIP, (
                 f"over the memory budget: {estimate.describe()} > --max-jacobian-mb {self.max_bytes / 2**20:,.0f}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distcheck.engines import Engine
+from distcheck.kinds import VariantKey
 from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.subject import Subject
 from distcheck.plan.units.slots import InputSlot, OutputSlot
@@ -26,27 +27,39 @@ class RowsResult:
     wrong_dtype: str | None
 
 
+class _Range:
+    """A unit over items ``start:stop`` (rows, columns), or the single vector ``vector`` names."""
+
+    start: int
+    stop: int
+    vector: str | None
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def items(self, subject: Subject) -> list | range:
+        """The grad-outputs (tangents): the named vector, or one-hot indices."""
+        return [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
+
+
 @dataclass(frozen=True)
-class AnalyticalRows:
+class AnalyticalRows(_Range):
     """Backward passes of one output with one-hot grad-outputs at rows ``start:stop`` — or,
     with ``vector`` (a subject.data key), a single pass with that grad-output (fast mode's vᵀJ).
     """
 
-    variant: str
+    variant: VariantKey
     output: int  # the output's position among the function's outputs
     start: int
     stop: int
     inputs: tuple[InputSlot, ...]
     vector: str | None = None
 
-    @property
-    def size(self) -> int:
-        return self.stop - self.start
-
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
         variant = subject.variants[self.variant]
         vjp = engine.vjp(variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
-        grad_outputs = [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
+        grad_outputs = self.items(subject)
         runs = []
         wrong_size = wrong_dtype = None
         dtypes = [np.dtype(s.dtype) for s in self.inputs]
@@ -87,11 +100,11 @@ class ColumnsResult:
 
 
 @dataclass(frozen=True)
-class ForwardColumns:
+class ForwardColumns(_Range):
     """Forward-mode JVPs with one-hot tangents at columns ``start:stop`` of one differentiable
     input — or, with ``vector`` (a subject.data key), a single JVP along it (fast mode's J u)."""
 
-    variant: str
+    variant: VariantKey
     input: int  # index among the differentiable inputs
     diff_positions: tuple[int, ...]
     start: int
@@ -100,14 +113,10 @@ class ForwardColumns:
     output_is_complex: tuple[bool, ...]
     vector: str | None = None
 
-    @property
-    def size(self) -> int:
-        return self.stop - self.start
-
     def run(self, engine: Engine, subject: Subject) -> ColumnsResult:
         variant = subject.variants[self.variant]
         jvp = engine.jvp(variant.func, variant.inputs, self.diff_positions)
-        tangents = [subject.data[self.vector]] if self.vector is not None else range(self.start, self.stop)
+        tangents = self.items(subject)
         float_outputs = [k for k, slot in enumerate(self.outputs) if slot is not None]
         blocks = [None if s is None else np.zeros((len(tangents), s.numel), dtype=s.dtype) for s in self.outputs]
         mismatch = False

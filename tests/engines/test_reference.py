@@ -1,0 +1,69 @@
+"""The reference call as a scope: shared inside one, dropped when it closes."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+import distcheck
+from distcheck.engines import get_engine, reference_scope
+from distcheck.engines.reference import reference_call
+from tests.engines.test_torch_engine import Counted
+
+TORCH = get_engine("torch")
+
+
+def _x() -> torch.Tensor:
+    return torch.linspace(0.1, 0.9, 4, dtype=torch.float64).requires_grad_()
+
+
+def test_a_scope_shares_the_call_and_drops_it_when_it_closes():
+    x, func = _x(), Counted()
+    with reference_scope():
+        first = reference_call(TORCH, func, (x,))
+        assert reference_call(TORCH, func, (x,)) is first and func.calls == 1
+    with reference_scope():
+        assert reference_call(TORCH, func, (x,)) is not first and func.calls == 2
+
+
+def test_an_inner_scope_keeps_its_own_and_the_outer_one_survives_it():
+    x, func = _x(), Counted()
+    with reference_scope():
+        outer = reference_call(TORCH, func, (x,))
+        with reference_scope():
+            assert reference_call(TORCH, func, (x,)) is not outer
+        assert reference_call(TORCH, func, (x,)) is outer and func.calls == 2
+
+
+def test_scopes_of_two_threads_are_apart():
+    x, func = _x(), Counted()
+    seen = []
+
+    def work():
+        with reference_scope():
+            seen.append(reference_call(TORCH, func, (x,)))
+
+    with reference_scope():
+        mine = reference_call(TORCH, func, (x,))
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        assert seen[0] is not mine and reference_call(TORCH, func, (x,)) is mine
+
+
+def test_engines_that_do_not_share_call_afresh():
+    f = distcheck.numpy_function(lambda a: a * 2, vjp=lambda a, g: (2 * g,))
+    a = np.ones(3)
+    with reference_scope():
+        assert reference_call(get_engine("numpy"), f, (a,)) is not reference_call(get_engine("numpy"), f, (a,))
+
+
+def test_a_gradgradcheck_keeps_nothing_when_it_ends():
+    x, func = _x(), Counted()
+    assert distcheck.gradgradcheck(func, (x,))
+    calls = func.calls
+    TORCH.reference_call(func, (x,))  # outside any scope: the thread's default scope
+    assert func.calls == calls + 1
+    TORCH.forget()
