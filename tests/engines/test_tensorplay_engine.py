@@ -31,8 +31,8 @@ import distcheck  # noqa: E402
 from distcheck.engines import get_engine  # noqa: E402
 from distcheck.engines.tensorplay_engine import ComplexOutputPart, GradOfOutputs  # noqa: E402
 from distcheck.errors import EngineCapabilityError  # noqa: E402
-from tests.engines import tensorplay_functions as tpf  # noqa: E402
-from tests.parity import torch_functions  # noqa: E402
+from tests.catalogue import function  # noqa: E402
+from tests.catalogue import tensorplay_functions as tpf  # noqa: E402
 from tests.parity.cases import Case  # noqa: E402
 from tests.parity.runner import Outcome, run  # noqa: E402
 
@@ -64,10 +64,8 @@ def maker(lib) -> Callable[..., Any]:
 
 
 def custom(lib, name: str) -> Callable:
-    """The custom Function ``name``: tensorplay's, or its torch twin."""
-    if lib is tp:
-        return getattr(tpf, name).apply
-    return (getattr(tpf, "Torch" + name, None) or getattr(torch_functions, name)).apply
+    """Catalogue entry ``name`` as a tensorplay Function, or as its torch twin."""
+    return function(lib.__name__, name)
 
 
 @dataclass(frozen=True)
@@ -202,9 +200,7 @@ WRONG = [
         lambda lib, t: (lambda x: x[x > 0.5] * 2, (lib.tensor(np.array([0.1, 0.5, 0.9])).requires_grad_(),)),
         torch_says="AssertionError",
     ),
-    TwinCase(
-        "user_function_raises", lambda lib, t: (torch_functions.raises_value_error, (t(3),)), torch_says="ValueError"
-    ),
+    TwinCase("user_function_raises", lambda lib, t: (tpf.raises_value_error, (t(3),)), torch_says="ValueError"),
     TwinCase("no_input_requires_grad", lambda lib, t: (lib.sin, (t(3, requires_grad=False),)), torch_says="ValueError"),
     TwinCase(
         "expanded_input",
@@ -730,24 +726,9 @@ def test_check_batched_grad_reports_a_missing_batching_rule(func, kernel):
     assert "check_batched_grad=False" in message
 
 
-class _VeryNoisyBackward(tp.autograd.Function):
-    """exp whose backward adds noise of 1% of the grad: a vmap'd call cannot equal separate ones."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = x.exp()
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y * (1 + 0.01 * tp.tensor(np.random.rand(*tuple(y.shape))))
-
-
 def test_check_batched_grad_reports_a_mismatch():
     with pytest.raises(distcheck.GradcheckError) as caught:
-        batched(_VeryNoisyBackward.apply, (leaf(values(3)),))
+        batched(tpf.VeryNoisyBackward.apply, (leaf(values(3)),))
     message = str(caught.value)
     assert message.startswith("For output 0 and input 0:")
     assert "Got:\ntensor([[" in message and "Expected:\ntensor([[" in message
