@@ -32,6 +32,13 @@ class Kit:
     def item(self, x) -> float:
         return x.item()
 
+    def tensor(self, values: np.ndarray, requires_grad: bool = True, transposed: bool = False) -> Any:
+        """A leaf tensor holding a copy of ``values`` (transposed: a transposed view of it)."""
+        x = self.lib.tensor(np.array(values, copy=True))
+        if transposed:
+            x = x.t()
+        return x.requires_grad_() if requires_grad else x
+
     def published(self, name: str) -> Any:
         """The catalogue entry ``name`` as this library's object (a Function class or a function)."""
         if name not in self._built:
@@ -119,6 +126,14 @@ class JaxKit(Kit):
 
     def array(self, values, like):
         return self.lib.asarray(values, dtype=like.dtype)
+
+    def tensor(self, values: np.ndarray, requires_grad: bool = True, transposed: bool = False) -> Any:
+        """A ``jax.Array`` of ``values`` (differentiated if float or complex: JAX arrays carry no
+        ``requires_grad``, so ``requires_grad=False`` gives a numpy constant)."""
+        if not requires_grad:
+            return np.array(values, copy=True)
+        x = self.lib.asarray(values)
+        return x.T if transposed else x
 
     def noise(self, like):
         """Uniform [0, 1) of ``like``'s shape from numpy's global RNG: host-side randomness, so a

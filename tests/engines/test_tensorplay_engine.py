@@ -15,9 +15,6 @@ from __future__ import annotations
 import importlib
 import pickle
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pytest
@@ -31,59 +28,13 @@ import distcheck  # noqa: E402
 from distcheck.engines import get_engine  # noqa: E402
 from distcheck.engines.tensorplay_engine import ComplexOutputPart, GradOfOutputs  # noqa: E402
 from distcheck.errors import EngineCapabilityError  # noqa: E402
-from tests.catalogue import function  # noqa: E402
 from tests.catalogue import tensorplay_functions as tpf  # noqa: E402
-from tests.parity.cases import Case  # noqa: E402
-from tests.parity.runner import Outcome, run  # noqa: E402
+from tests.catalogue.twins import TwinCase, custom, maker, values  # noqa: E402
+from tests.catalogue.twins import run_twin as run_either  # noqa: E402
+from tests.parity.runner import Outcome  # noqa: E402
 
 TpGradcheckError = importlib.import_module("tensorplay.autograd.gradcheck").GradcheckError
 engine = get_engine("tensorplay")
-
-# ---------------------------------------------------------------------------------------------
-# Twin builders: the same values as torch and as tensorplay tensors
-
-
-def values(*shape: int, dtype: str = "float64", seed: int = 0, scale: float = 1.0, offset: float = 0.0) -> np.ndarray:
-    rng = np.random.default_rng([seed, len(shape), *shape])
-    a = rng.standard_normal(shape)
-    if dtype.startswith("complex"):
-        a = a + 1j * rng.standard_normal(shape)
-    return (a * scale + offset).astype(dtype)
-
-
-def maker(lib) -> Callable[..., Any]:
-    """``t(*shape, dtype=, seed=, requires_grad=, transposed=, ...)``: a tensor of ``lib``."""
-
-    def t(*shape, requires_grad=True, transposed=False, **kwargs):
-        x = lib.tensor(values(*shape, **kwargs).copy())
-        if transposed:
-            x = x.t()
-        return x.requires_grad_() if requires_grad else x
-
-    return t
-
-
-def custom(lib, name: str) -> Callable:
-    """Catalogue entry ``name`` as a tensorplay Function, or as its torch twin."""
-    return function(lib.__name__, name)
-
-
-@dataclass(frozen=True)
-class TwinCase:
-    name: str
-    build: Callable[[Any, Callable], tuple]  # (lib, t) -> (func, inputs[, extra keyword arguments])
-    kind: str = "grad"
-    options: dict[str, Any] = field(default_factory=dict)
-    torch_says: str = "pass"  # torch's verdict on the twin (asserted: a case cannot silently go stale)
-    # distcheck's (verdict, kind) on the tensorplay function when tensorplay's autodiff is wrong
-    # where torch's is right; None: the same as torch's on the twin
-    tensorplay_defect: tuple[str, str] | None = None
-
-    def __str__(self) -> str:
-        return self.name
-
-    def case(self, lib) -> Case:
-        return Case(self.name, lambda: self.build(lib, maker(lib)), self.kind, self.options)
 
 
 def _f(name):
@@ -246,52 +197,48 @@ NO_DOUBLE_BACKWARD = ("GradcheckError", "Numerical gradient for function expecte
 DEFECTS = [
     # its reduction / matmul / select / view_as_real nodes fill an undefined grad with zeros
     # shaped like the node's input instead of its output, and then fail
-    TwinCase(
-        "undefined_grad_matmul", lambda lib, t: (lib.matmul, (t(3, 4), t(4, 2, seed=1))), tensorplay_defect=UNDEFINED
-    ),
-    TwinCase("undefined_grad_sum_dim1", lambda lib, t: (lambda x: x.sum(1), (t(3, 4),)), tensorplay_defect=UNDEFINED),
-    TwinCase("undefined_grad_mean_dim0", lambda lib, t: (lambda x: x.mean(0), (t(3, 4),)), tensorplay_defect=UNDEFINED),
-    TwinCase("undefined_grad_select", lambda lib, t: (lambda x: x[0], (t(2, 3),)), tensorplay_defect=UNDEFINED),
+    TwinCase("undefined_grad_matmul", lambda lib, t: (lib.matmul, (t(3, 4), t(4, 2, seed=1))), differs=UNDEFINED),
+    TwinCase("undefined_grad_sum_dim1", lambda lib, t: (lambda x: x.sum(1), (t(3, 4),)), differs=UNDEFINED),
+    TwinCase("undefined_grad_mean_dim0", lambda lib, t: (lambda x: x.mean(0), (t(3, 4),)), differs=UNDEFINED),
+    TwinCase("undefined_grad_select", lambda lib, t: (lambda x: x[0], (t(2, 3),)), differs=UNDEFINED),
     TwinCase(
         "undefined_grad_view_as_real",
         lambda lib, t: (lib.view_as_real, (t(3, dtype="complex128"),)),
-        tensorplay_defect=UNDEFINED,
+        differs=UNDEFINED,
     ),
     TwinCase(
         "undefined_grad_gg_matmul",
         lambda lib, t: (lib.matmul, (t(3, 4), t(4, 2, seed=1))),
         kind="gradgrad",
-        tensorplay_defect=UNDEFINED,
+        differs=UNDEFINED,
     ),
     # the gradient of a real input reaches it complex: mul by a complex scalar and complex + real
     # do not take the real part, so a real leaf would get a complex .grad (the values are right)
-    TwinCase(
-        "real_to_complex_scalar_mul", lambda lib, t: (lambda x: x * (1 + 2j), (t(4),)), tensorplay_defect=INCORRECT_TYPE
-    ),
+    TwinCase("real_to_complex_scalar_mul", lambda lib, t: (lambda x: x * (1 + 2j), (t(4),)), differs=INCORRECT_TYPE),
     TwinCase(
         "complex_plus_real",
         lambda lib, t: (lambda z, x: z + x, (t(3, dtype="complex128"), t(3, seed=1))),
-        tensorplay_defect=INCORRECT_TYPE,
+        differs=INCORRECT_TYPE,
     ),
     # complex unary ops read a non-contiguous complex input as if it were contiguous: the forward
     # values are wrong, so they disagree with the backward
     TwinCase(
         "complex_sin_non_contiguous_input",
         lambda lib, t: (lib.sin, (t(3, 2, dtype="complex128", transposed=True),)),
-        tensorplay_defect=(
+        differs=(
             "GradcheckError",
             "While considering the imaginary part of complex outputs only, Jacobian mismatch for output 0 "
             "with respect to input 0,",
         ),
     ),
     # no double backward: gradients built with create_graph=True do not require grad
-    TwinCase("gg_tanh", lambda lib, t: (lib.tanh, (t(3),)), kind="gradgrad", tensorplay_defect=NO_DOUBLE_BACKWARD),
+    TwinCase("gg_tanh", lambda lib, t: (lib.tanh, (t(3),)), kind="gradgrad", differs=NO_DOUBLE_BACKWARD),
     TwinCase(
         "gg_conv2d",
         lambda lib, t: (_f("conv2d")(lib), (t(1, 1, 4, 4), t(2, 1, 2, 2, seed=1))),
         kind="gradgrad",
         options=NO_UNDEFINED,
-        tensorplay_defect=NO_DOUBLE_BACKWARD,
+        differs=NO_DOUBLE_BACKWARD,
     ),
 ]
 
@@ -300,7 +247,7 @@ ALL = CORRECT + WRONG + GRADGRAD + DEFECTS
 
 def run_twin(case: TwinCase, lib, **extra) -> Outcome:
     tp.manual_seed(0)  # gradgradcheck's random grad-outputs come from tensorplay's global RNG
-    return run(case.case(lib), "torch" if lib is torch else "distcheck", **extra)
+    return run_either(case, lib, **extra)
 
 
 @pytest.mark.parametrize("case", ALL, ids=str)
@@ -308,13 +255,13 @@ def test_same_verdict_as_torch_on_the_twin(case):
     reference = run_twin(case, torch)
     ours = run_twin(case, tp)
     assert reference.verdict == case.torch_says, f"torch's verdict changed: {reference}"
-    if case.tensorplay_defect is None:
+    if case.differs is None:
         assert ours.comparable() == reference.comparable(), f"\ntorch:      {reference}\ndistcheck: {ours}"
     else:
-        assert (ours.verdict, ours.kind) == case.tensorplay_defect, f"\ndistcheck: {ours}"
+        assert (ours.verdict, ours.kind) == case.differs, f"\ndistcheck: {ours}"
 
 
-@pytest.mark.parametrize("case", [c for c in ALL if c.torch_says == "GradcheckError" or c.tensorplay_defect], ids=str)
+@pytest.mark.parametrize("case", [c for c in ALL if c.torch_says == "GradcheckError" or c.differs], ids=str)
 def test_raise_exception_false_returns_false(case):
     assert run_twin(case, tp, raise_exception=False).verdict == "returned False"
 
