@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from distcheck.check import as_tuple, run_check
-from distcheck.engines import engine_for
+from distcheck.check import run_check
+from distcheck.engines import engine_for, reference_scope
+from distcheck.engines.tuples import as_tuple
 from distcheck.errors import GradcheckError
 from distcheck.executors import resolve
 from distcheck.options import CheckOptions
@@ -99,7 +100,8 @@ def gradgradcheck(
     tupled = as_tuple(inputs)
     engine = engine_for(func, tupled)
     if grad_outputs is None:
-        grad_outputs = engine.default_grad_outputs(func, tupled, gen_non_contig_grad_outputs)
+        with reference_scope():
+            grad_outputs = engine.default_grad_outputs(func, tupled, gen_non_contig_grad_outputs)
     derived, derived_inputs = engine.grad_function(func, tupled, as_tuple(grad_outputs))
     return gradcheck(
         derived,

@@ -7,7 +7,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from distcheck.engines import Engine, TensorInfo, engine_for, forget
+from distcheck.engines import Engine, TensorInfo, engine_for, reference_scope
+from distcheck.engines.tuples import as_tuple
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
 from distcheck.plan.cost_model import best_time
@@ -15,14 +16,6 @@ from distcheck.plan.planner import Costs, Plan, plan_gradcheck
 from distcheck.reduce.reducer import reduce
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def as_tuple(x: Any) -> tuple:
-    if isinstance(x, tuple):
-        return x
-    if isinstance(x, list):
-        return tuple(x)
-    return (x,)
 
 
 def _user_stacklevel() -> int:
@@ -109,13 +102,12 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
 
 
 def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Executor) -> None:
-    """Run one gradient check; returns if it passes, raises the first failure otherwise."""
-    try:
+    """Run one gradient check; returns if it passes, raises the first failure otherwise. The
+    check's reference call (and its graph) lives as long as the check."""
+    with reference_scope():
         engine, plan = plan_check(func, inputs, options, executor)
         results = executor.submit(plan.subject, plan.units)
         try:
             reduce(plan, results, options, engine, run_more=lambda units: executor.submit(plan.subject, units))
         finally:
             results.close()
-    finally:
-        forget()  # the outputs kept for this check's backward passes, and their graph

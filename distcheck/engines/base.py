@@ -1,21 +1,62 @@
-"""The engine interface: what the checker needs from an autodiff engine.
+"""The engine interface: the primitives an autodiff library must provide to be checked.
 
-An engine adapts one array library (PyTorch, numpy with hand-written VJPs, tensorplay) to the
-checker. The checker itself only sees numpy arrays and :class:`TensorInfo` records; every call
-that touches engine tensors or runs engine autodiff goes through these methods.
+INTERFACE (what an adapter writes; everything else is written once, engine-neutral):
+
+- describe and convert: :meth:`Engine.is_tensor`, :meth:`Engine.info`, :meth:`Engine.to_numpy`,
+  :meth:`Engine.from_numpy`;
+- evaluate: :meth:`Engine.call`, :meth:`Engine.perturbed_evaluator` (one element moved),
+  :meth:`Engine.direction_evaluator` (the whole input moved along a direction);
+- differentiate: :meth:`Engine.pullback` (VJP), :meth:`Engine.pushforward` (JVP),
+  :meth:`Engine.vmap` (optional), :meth:`Engine.complex_part` / :meth:`Engine.complex_join`;
+- random numbers: :meth:`Engine.random_unit_vectors`, :meth:`Engine.random_normal`,
+  :meth:`Engine.random_grad_outputs`;
+- :meth:`Engine.format_block`, :meth:`Engine.threads`; the attributes ``name``, ``error_class``
+  and ``wording`` (a :class:`distcheck.engines.wording.Wording`: torch's messages by default).
+
+Hooks, with defaults that suit a dense, functional library (override where the library differs):
+:meth:`Engine.check_outputs`, :meth:`Engine.element_rows`, :meth:`Engine.densify`,
+:attr:`Engine.shares_reference`, :meth:`Engine.version`, :meth:`Engine.requires_grad`,
+:meth:`Engine.track`, :meth:`Engine.stack`, :meth:`Engine.grad_layout_error`,
+:meth:`Engine.input_part`, :meth:`Engine.output_part`, :meth:`Engine.grad_function`.
+
+Values cross the interface in two forms: *engine values* (the library's own arrays, what the
+checked function takes and returns, what the autodiff primitives consume and produce) and numpy
+arrays (what the planner, the units and the reducer compute with). Nothing here mutates an
+engine value except the two evaluators, which restore what they move; an immutable-array
+library (JAX) implements them by building moved copies. "Undefined" grad-outputs and absent
+tangents are ``None`` in the calls to the pullback / pushforward closures: a library without
+such a notion maps ``None`` to zeros (that is what they stand for).
+
+Derived methods (written once here, on the primitives; adapters do not override them):
+:meth:`Engine.vjp` / :meth:`Engine.jvp` (Jacobian rows and columns as numpy), the auxiliary
+checks ``check_*``, :meth:`Engine.default_grad_outputs`, :meth:`Engine.reference_call`.
+
+Registering an engine: add it to ``distcheck.engines._ENGINES`` (module, class, the package
+whose array type it owns); see ``distcheck/engines/numpy_engine.py`` for a short adapter.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from distcheck.engines import checks, complex_parts, derivatives, reference
+from distcheck.engines.wording import Wording
+from distcheck.errors import EngineCapabilityError
 from distcheck.numerics.finite_differences import Evaluate
+
+# pullback(cotangents) -> gradients: one cotangent per selected output (None: undefined), one
+# gradient per differentiable input (None: the input is unused), all engine values
+Pullback = Callable[[Sequence[Any]], list[Any]]
+# pushforward(tangents) -> output tangents: one tangent per differentiable input (None: absent),
+# one output tangent per float/complex output (None: it has none), all engine values
+Pushforward = Callable[[Sequence[Any]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +72,7 @@ class TensorInfo:
     is_double: bool = False  # float64 / complex128: what gradcheck's defaults are designed for
     overlapping: bool = False  # some dimension of size > 1 has stride 0
     elements: int | None = None  # a sparse tensor's specified values (what finite differences perturb)
+    device: str | None = None  # where the values live, when the engine has devices (messages)
 
     @property
     def perturbable(self) -> int:
@@ -45,122 +87,245 @@ class TensorInfo:
         return self.is_floating or self.is_complex
 
 
-class Engine(Protocol):
-    """One autodiff engine. Implementations are picklable by name and stateless, but for the
-    outputs :meth:`reference_call` may keep (per thread) until :meth:`forget`."""
+class Engine(ABC):
+    """One autodiff library. Instances are stateless and picklable by name (``get_engine``)."""
 
     name: str
     error_class: type[Exception]  # GradcheckError subclass raised for this engine's checks
+    wording: Wording = Wording()  # the checks' messages (torch's unless the engine words them otherwise)
+    # whether checks share one reference call's outputs (and graph) within a scope: see
+    # :mod:`distcheck.engines.reference` (torch: True, as torch's gradcheck differentiates one call)
+    shares_reference: bool = False
 
-    def owns(self, value: Any) -> bool:
-        """True if ``value`` is a tensor of this engine."""
+    # -- describe and convert -----------------------------------------------------------------
 
-    def is_tensor(self, value: Any) -> bool: ...
+    @abstractmethod
+    def is_tensor(self, value: Any) -> bool:
+        """True if ``value`` is an array of this engine (other values pass through untouched)."""
 
+    @abstractmethod
     def info(self, value: Any, func: Callable | None = None, position: int | None = None) -> TensorInfo:
-        """Describe a tensor; ``func``/``position`` give the context for ``requires_grad``."""
+        """Describe an array; ``func``/``position`` give the context for ``requires_grad`` (an
+        engine whose arrays carry no such flag decides from the function, or from the dtype)."""
 
-    def check_outputs(self, outputs: tuple) -> None:
-        """Reject outputs the checker cannot handle (e.g. sparse) with a clear error."""
+    @abstractmethod
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A numpy copy of an array's values (dense; never a view of engine memory that could change)."""
 
+    @abstractmethod
+    def from_numpy(self, array: np.ndarray, like: Any) -> Any:
+        """An engine array with ``array``'s values and shape and ``like``'s dtype (and device). It
+        may share memory with ``array``: the caller does not modify ``array`` afterwards."""
+
+    # -- evaluate -------------------------------------------------------------------------------
+
+    @abstractmethod
     def call(self, func: Callable, inputs: tuple) -> tuple:
-        """Evaluate ``func(*inputs)`` with gradients recorded; the outputs as a tuple."""
+        """``func(*inputs)`` with gradients recorded (if the engine records); the outputs as a tuple."""
 
-    def reference_call(self, func: Callable, inputs: tuple) -> tuple:
-        """``call``, for the outputs that backward passes and checks differentiate: an engine
-        may keep them (and their graph) and hand them out again for the same, unchanged inputs,
-        as torch's gradcheck differentiates one call's outputs. Never for perturbed inputs."""
-
-    def forget(self) -> None:
-        """Drop what :meth:`reference_call` keeps (the end of a check)."""
-
-    def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
-        """``func`` with ``real`` or ``imag`` applied to its complex outputs (picklable)."""
-
-    def threads(self, n: int) -> AbstractContextManager:
-        """Run the engine's math on ``n`` intra-op threads inside the context."""
-
-    def input_part(self, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
-        """Forward-mode checks of complex inputs: ``func`` as a function of the real or
-        imaginary parts of its complex inputs (the other part held at its value), and those
-        parts as new (real) inputs."""
-
+    @abstractmethod
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]) -> Evaluate:
-        """evaluate(k, delta): outputs (numpy copies, only where ``outputs[o]``) of ``func``
-        with flat element k of ``inputs[position]`` replaced by ``x[k] + delta``; the input is
-        restored afterwards."""
+        """evaluate(k, delta): the outputs (numpy copies, only where ``outputs[o]``) of ``func``
+        with flat element k of ``inputs[position]`` replaced by ``x[k] + delta`` (a complex
+        delta for the imaginary direction of a complex input). ``inputs`` must look unchanged
+        afterwards (an in-place engine restores the element; a functional one builds a copy)."""
 
-    def vjp(
-        self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]
-    ) -> Callable[[int | np.ndarray], list[np.ndarray | None]]:
-        """Build the graph of ``func(*inputs)`` once; ``vjp(g)`` then gives the gradients of
-        ``outputs[output_position]`` for grad-output ``g`` — an int j means one-hot at flat
-        element j (a Jacobian row), an array is the whole grad-output — one per differentiable
-        input (None where unused). The graph is kept between calls."""
-
-    def element_rows(self, value: Any) -> np.ndarray | None:
-        """For a sparse tensor, the flat dense index of each specified value, in the order
-        ``perturbed_evaluator`` numbers them; None for a dense tensor (element k is flat index k)."""
-
-    def densify(self, inputs: tuple) -> tuple | None:
-        """The inputs with sparse tensors fully specified (zeros where unspecified), for
-        finite differences of non-masked checks; None when no input is sparse."""
-
+    @abstractmethod
     def direction_evaluator(
         self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]
     ) -> Callable[[np.ndarray], list[np.ndarray | None]]:
-        """evaluate(delta): outputs (numpy copies, only where ``outputs[o]``) of ``func`` with
+        """evaluate(delta): the outputs (numpy copies, only where ``outputs[o]``) of ``func`` with
         ``inputs[position]`` replaced by ``x + delta`` (``delta`` an array of the input's shape,
-        complex for the imaginary direction of a complex input); the input restored afterwards.
-        Fast mode's numerical Jacobian-vector products."""
+        complex for the imaginary direction of a complex input): fast mode's numerical
+        Jacobian-vector products. ``inputs`` look unchanged afterwards."""
 
+    # -- differentiate ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def pullback(
+        self,
+        func: Callable,
+        inputs: tuple,
+        outputs: tuple,
+        diff_positions: Sequence[int],
+        output_positions: Sequence[int],
+        create_graph: bool = False,
+    ) -> Pullback:
+        """The VJP of ``func`` at ``inputs``: ``pullback(cotangents)`` gives, for one cotangent per
+        output in ``output_positions`` (engine arrays of the outputs' shapes and dtypes, or None
+        for an *undefined* grad-output: torch's ``UndefinedGrad``, zeros where the library has no
+        such notion), the gradients of the inputs at ``diff_positions`` (None where an input is
+        unused; a library that always gives arrays gives zeros). ``outputs`` are the outputs of
+        one :meth:`call` at ``inputs`` (a graph-recording engine differentiates them; a
+        functional one may ignore them and trace ``func`` itself). The closure may be called
+        many times (the graph is kept), and inside :meth:`vmap`. ``create_graph``: the gradients
+        must themselves be differentiable (gradgradcheck). Cotangents of complex outputs follow
+        torch's convention (conjugate Wirtinger: ``grad = dL/dRe + i·dL/dIm``)."""
+
+    def pushforward(self, func: Callable, inputs: tuple, diff_positions: Sequence[int]) -> Pushforward:
+        """Forward-mode AD of ``func`` at ``inputs``: ``pushforward(tangents)``, one tangent per
+        input at ``diff_positions`` (engine arrays, None for an absent tangent), gives one output
+        tangent per float/complex output (None where an output has none). Usable inside
+        :meth:`vmap`. Raises EngineCapabilityError (naming what is missing) if the engine has
+        no forward-mode AD — the default."""
+        raise EngineCapabilityError(f"the {self.name} engine has no forward-mode AD")
+
+    def vmap(self, function: Callable[[Any], tuple], stacked: Any) -> tuple:
+        """``function`` (engine array -> tuple of engine arrays) mapped over the first dimension
+        of ``stacked`` in one vectorized call; the stacked results. Raises EngineCapabilityError
+        when the engine has no vectorizing map — the default. Other exceptions are the check's
+        failure (the batched checks report them with :meth:`Wording.batched_error`)."""
+        raise EngineCapabilityError(f"the {self.name} engine has no vectorizing map (vmap): batched checks need one")
+
+    @abstractmethod
+    def complex_part(self, value: Any, part: str) -> Any:
+        """The ``"real"`` or ``"imag"`` part of a complex array, differentiably, with torch's
+        convention: a grad-output ``g`` of the real part reaches ``value`` as ``g``, of the
+        imaginary part as ``1j·g``."""
+
+    @abstractmethod
+    def complex_join(self, part_value: Any, other: Any, part: str) -> Any:
+        """The complex array whose ``part`` is ``part_value`` (differentiably) and whose other part
+        is ``other`` (a constant)."""
+
+    # -- random numbers --------------------------------------------------------------------------
+
+    @abstractmethod
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         """Fast mode's random vectors u and v: one per entry, uniform in [0, 1), divided by its
-        norm, drawn in order from a fresh generator with a fixed seed (so a check is
-        deterministic and leaves the global RNG alone). The torch engine draws them exactly as
-        torch.autograd.gradcheck does."""
+        norm, drawn in order from a fresh generator with a fixed seed (deterministic; the global
+        RNG is left alone). ``distcheck.numerics.random_vectors.unit_vectors`` is a numpy version."""
 
+    @abstractmethod
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         """Standard normal arrays from the engine's *global* RNG (as ``torch.randn_like``): the
         grad-outputs / tangents of the batched-gradient checks, drawn on the driver."""
 
+    @abstractmethod
+    def random_grad_outputs(self, outputs: Sequence[Any], noncontiguous: bool) -> tuple:
+        """gradgradcheck's default grad-outputs: one engine array per (differentiable) output,
+        uniform in [-1, 1) from the engine's global RNG, of the output's shape and dtype (complex
+        outputs: both parts uniform), differentiable; ``noncontiguous``: laid out with gaps,
+        where the engine has strides."""
+
+    # -- messages and threads -------------------------------------------------------------------
+
+    @abstractmethod
+    def format_block(self, block: np.ndarray) -> str:
+        """A numpy block (of a Jacobian, of batched gradients) as the engine prints arrays."""
+
+    @abstractmethod
+    def threads(self, n: int) -> AbstractContextManager:
+        """Run the engine's math on ``n`` intra-op threads inside the context."""
+
+    # -- hooks, with defaults ----------------------------------------------------------------------
+
+    def check_outputs(self, outputs: tuple) -> None:
+        """Reject outputs the checker cannot handle (e.g. sparse) with a clear error. Default: all pass."""
+        return None
+
+    def element_rows(self, value: Any) -> np.ndarray | None:
+        """For a sparse array, the flat dense index of each specified value, in the order
+        :meth:`perturbed_evaluator` numbers them; None for a dense array (the default)."""
+        return None
+
+    def densify(self, inputs: tuple) -> tuple | None:
+        """The inputs with sparse arrays fully specified, for finite differences of non-masked
+        checks; None when no input is sparse (the default)."""
+        return None
+
+    def stack(self, values: Sequence[Any]) -> np.ndarray:
+        """The separate results of a batched check, stacked (numpy), to compare with the vmapped
+        ones. Default: numpy's stack of their values; an engine whose own stack rejects some arrays
+        (torch: sparse CSR) stacks with it, so that the check fails as the reference does."""
+        return np.stack([self.to_numpy(v) for v in values])
+
+    def version(self, value: Any) -> Any:
+        """A token that changes when ``value`` is modified in place (torch's version counter):
+        the shared reference call is reused only for unchanged inputs. Default: None (arrays
+        that cannot change)."""
+        return None
+
+    def requires_grad(self, value: Any, func: Callable | None = None, position: int | None = None) -> bool:
+        """Whether ``value`` (any input or output) is differentiated: ``info(...).requires_grad`` of
+        this engine's arrays, False for anything else. A hook because checks ask it often."""
+        return self.is_tensor(value) and self.info(value, func, position).requires_grad
+
+    def track(self, value: Any) -> Any:
+        """``value`` made differentiable for the calls that follow (torch: ``requires_grad_()``,
+        needed where a forward-mode dual arrives detached); default: ``value`` itself."""
+        return value
+
+    def grad_layout_error(self, grad: Any, value: Any) -> str | None:
+        """The zero-grad-output check's layout complaint about the gradient ``grad`` of input
+        ``value`` (torch: sparse layouts and dimensions), or None. Default: None."""
+        return None
+
+    def input_part(self, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
+        """``func`` as a function of the ``part`` of its complex inputs (forward-mode checks of
+        complex inputs), and those parts as new inputs. Default: built on :meth:`complex_part`
+        and :meth:`complex_join` (:mod:`distcheck.engines.complex_parts`)."""
+        return complex_parts.input_part(self, func, inputs, part)
+
+    def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
+        """``func`` with its complex outputs replaced by their ``part`` (picklable). Default: built
+        on :meth:`complex_part` (:mod:`distcheck.engines.complex_parts`)."""
+        return complex_parts.ComplexOutputPart(func, part, self.name)
+
+    def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
+        """gradgradcheck's derived function ``(*inputs, *grad_outputs) -> grads`` and its inputs.
+        Default: built on :meth:`pullback` with ``create_graph`` (:mod:`distcheck.engines.checks`)."""
+        return checks.grad_function(self, func, inputs, grad_outputs)
+
+    # -- derived: written once on the primitives (do not override) ------------------------------
+
+    def owns(self, value: Any) -> bool:
+        return self.is_tensor(value)
+
+    def reference_call(self, func: Callable, inputs: tuple) -> tuple:
+        """:meth:`call`, shared within the current reference scope (:mod:`distcheck.engines.reference`)."""
+        return reference.reference_call(self, func, inputs)
+
+    def forget(self) -> None:
+        """Drop what direct :meth:`reference_call` s outside any scope keep (tests, interactive use)."""
+        reference.forget_default()
+
+    def vjp(
+        self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]
+    ) -> Callable[[int | np.ndarray], list[np.ndarray | None]]:
+        """Jacobian rows: ``vjp(g)`` gives the gradients (numpy) of ``outputs[output_position]`` for
+        grad-output ``g`` (an int j: one-hot at flat element j; an array: the whole grad-output),
+        one per input at ``diff_positions`` (None where unused). The graph is built once."""
+        return derivatives.row_vjp(self, func, inputs, output_position, diff_positions)
+
     def jvp(
         self, func: Callable, inputs: tuple, diff_positions: Sequence[int]
     ) -> Callable[[int, int | np.ndarray], list[np.ndarray | None]]:
-        """Forward-mode AD. ``jvp(k, t)``: the output tangents (one per float/complex output of
-        ``func``; None where the output has no tangent) for tangent ``t`` on differentiable input
-        ``k`` (index into ``diff_positions``) and zero tangents on the others; an int ``t`` means
-        one-hot at that flat element (a Jacobian column). Raises EngineCapabilityError, naming
-        what is missing, if the engine has no forward-mode AD."""
+        """Jacobian columns: ``jvp(k, t)`` gives the output tangents (numpy; one per float/complex
+        output, None where it has none) for tangent ``t`` on differentiable input ``k`` (index into
+        ``diff_positions``; an int t: one-hot at that flat element) and zero tangents elsewhere."""
+        return derivatives.column_jvp(self, func, inputs, diff_positions)
+
+    def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
+        checks.check_zero_grad_output(self, func, inputs, masked)
+
+    def check_undefined_grad(self, func: Callable, inputs: tuple) -> None:
+        checks.check_undefined_grad(self, func, inputs)
 
     def check_undefined_forward_grad(self, func: Callable, inputs: tuple, tangents: Sequence[np.ndarray]) -> None:
-        """Raise ``error_class`` unless, for each differentiable input in turn, a materialized
-        zero tangent and an absent tangent give the same output tangents (the other inputs
-        carrying ``tangents``)."""
+        checks.check_undefined_forward_grad(self, func, inputs, tangents)
 
     def check_batched_grad(
         self, func: Callable, inputs: tuple, output_position: int, grad_outputs: Sequence[np.ndarray]
     ) -> None:
-        """Raise ``error_class`` unless the VJPs of ``outputs[output_position]`` computed for the
-        stacked ``grad_outputs`` in one vectorized (vmap) call equal separate calls."""
+        checks.check_batched_grad(self, func, inputs, output_position, grad_outputs)
 
     def check_batched_forward_grad(
         self, func: Callable, inputs: tuple, position: int, tangents: Sequence[np.ndarray]
     ) -> None:
-        """Raise ``error_class`` unless vmap'd JVPs for the stacked ``tangents`` on input
-        ``position`` equal separate JVPs."""
-
-    def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
-        """Raise ``error_class`` unless zero grad-outputs give zero grads of the right kind."""
-
-    def check_undefined_grad(self, func: Callable, inputs: tuple) -> None:
-        """Raise ``error_class`` unless backward accepts undefined (None) grad-outputs."""
-
-    def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
-        """gradgradcheck's derived function ``(inputs, grad_outputs) -> grads`` and its inputs."""
+        checks.check_batched_forward_grad(self, func, inputs, position, tangents)
 
     def default_grad_outputs(self, func: Callable, inputs: tuple, noncontiguous: bool) -> tuple:
-        """Random grad-outputs in [-1, 1] for gradgradcheck, one per differentiable output."""
-
-    def format_block(self, block: np.ndarray) -> str:
-        """A Jacobian block as the engine prints tensors."""
+        """gradgradcheck's random grad-outputs: :meth:`random_grad_outputs` of the differentiable
+        outputs of the reference call."""
+        return checks.default_grad_outputs(self, func, inputs, noncontiguous)

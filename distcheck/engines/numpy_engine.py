@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from distcheck.engines.base import TensorInfo
+from distcheck.engines.base import Engine, TensorInfo
+from distcheck.engines.tuples import as_tuple
+from distcheck.engines.wording import Wording
 from distcheck.errors import EngineCapabilityError, GradcheckError
 from distcheck.numerics.random_vectors import unit_vectors
 
@@ -61,14 +63,6 @@ def numpy_function(
         if d is not None and not callable(d):
             raise TypeError(f"numpy_function: {name} must be callable, got {type(d).__name__}")
     return NumpyFunction(fun, vjp, jvp, None if argnums is None else tuple(int(a) for a in argnums))
-
-
-def _as_tuple(x) -> tuple:
-    if isinstance(x, tuple):
-        return x
-    if isinstance(x, list):
-        return tuple(x)
-    return (x,)
 
 
 def _is_float_or_complex(x: Any) -> bool:
@@ -118,13 +112,13 @@ class _OutputPartVJP:
 
 def _outputs(func: NumpyFunction, inputs: tuple) -> tuple:
     return tuple(
-        np.asarray(o) if np.isscalar(o) or isinstance(o, np.generic) else o for o in _as_tuple(func.fun(*inputs))
+        np.asarray(o) if np.isscalar(o) or isinstance(o, np.generic) else o for o in as_tuple(func.fun(*inputs))
     )
 
 
 def _tangents(func: NumpyFunction, inputs: tuple, tangents: Sequence) -> list[np.ndarray | None]:
     outputs = [o for o in _outputs(func, inputs) if _is_float_or_complex(o)]
-    result = _as_tuple(func.jvp(*inputs, *tangents))
+    result = as_tuple(func.jvp(*inputs, *tangents))
     if len(result) != len(outputs):
         raise GradcheckError(
             f"the jvp returned {len(result)} tangents, expected one per float/complex output ({len(outputs)})"
@@ -170,7 +164,7 @@ class _InputPartJVP:
 def _grads(func: NumpyFunction, inputs: tuple, grad_outputs: Sequence, n_diff: int) -> list[np.ndarray | None]:
     if func.vjp is None:
         raise EngineCapabilityError("this numpy_function has no vjp: backward-mode checks need one")
-    grads = _as_tuple(func.vjp(*inputs, *grad_outputs))
+    grads = as_tuple(func.vjp(*inputs, *grad_outputs))
     if len(grads) != n_diff:
         raise GradcheckError(
             f"the vjp returned {len(grads)} gradients, expected one per differentiable input ({n_diff})"
@@ -178,14 +172,46 @@ def _grads(func: NumpyFunction, inputs: tuple, grad_outputs: Sequence, n_diff: i
     return [None if g is None else np.asarray(g) for g in grads]
 
 
-class NumpyEngine:
+class NumpyWording(Wording):
+    """The numpy engine's messages: torch's, where a hand-written VJP takes None for undefined."""
+
+    def undefined_raised(self, label: str, error: Exception) -> str | None:
+        if isinstance(error, GradcheckError):  # the VJP's own result was malformed: said already
+            return None
+        return (
+            "Expected the vjp to handle undefined (None) output grads as zeros "
+            f"(it raised, with {label}: {type(error).__name__}: {error})"
+        )
+
+    def undefined_nonzero(self, label: str, position: int, values: np.ndarray) -> str:
+        return (
+            "Expected all input grads to be undefined or zero when all output grads are "
+            f"undefined or zero (nonzero grad for differentiable input {position}, with {label})"
+        )
+
+    def undefined_tangent(self, index: int, position: int, value: Any, got: Any, expected: Any) -> str:
+        return (
+            f"Mismatch in tangent values for output with index: {index} when differentiable input {position} "
+            f"has an undefined (None) tangent: got {got} but a zero tangent gives {expected}"
+        )
+
+
+class NumpyEngine(Engine):
     name = "numpy"
     error_class = GradcheckError
+    wording = NumpyWording()
 
-    def owns(self, value: Any) -> bool:
+    def is_tensor(self, value: Any) -> bool:
         return isinstance(value, np.ndarray)
 
-    is_tensor = owns
+    def requires_grad(self, value: Any, func: Any = None, position: int | None = None) -> bool:
+        """An input is differentiated only by a :class:`NumpyFunction` (to any other function a
+        numpy array is a constant); an output when it is float/complex."""
+        if not isinstance(value, np.ndarray):
+            return False
+        if func is None:
+            return _is_float_or_complex(value)
+        return isinstance(func, NumpyFunction) and func.differentiable(position, value)
 
     def info(self, value: np.ndarray, func: Any = None, position: int | None = None) -> TensorInfo:
         fn = _require(func) if func is not None else None
@@ -201,16 +227,14 @@ class NumpyEngine:
             overlapping=any(st == 0 and sz > 1 for st, sz in zip(value.strides, value.shape)),
         )
 
-    def check_outputs(self, outputs: tuple) -> None:
-        pass  # every ndarray output can be checked
+    def to_numpy(self, value: np.ndarray) -> np.ndarray:
+        return np.array(value, copy=True)
+
+    def from_numpy(self, array: np.ndarray, like: np.ndarray) -> np.ndarray:
+        return np.asarray(array, dtype=like.dtype)
 
     def call(self, func: Any, inputs: tuple) -> tuple:
         return _outputs(_require(func), inputs)
-
-    reference_call = call  # a numpy function has no graph to share
-
-    def forget(self) -> None:
-        pass
 
     def threads(self, n: int) -> nullcontext:
         return nullcontext()  # numpy's element-wise math here is single-threaded already
@@ -219,9 +243,6 @@ class NumpyEngine:
         fn = _require(func)
         vjp = None if fn.vjp is None else _OutputPartVJP(fn, part, n_inputs)
         return NumpyFunction(_OutputPart(fn, part), vjp, None, fn.argnums)
-
-    def _diff_positions(self, func: NumpyFunction, inputs: tuple) -> list[int]:
-        return [i for i, x in enumerate(inputs) if func.differentiable(i, x)]
 
     def perturbed_evaluator(self, func: Any, inputs: tuple, position: int, outputs: Sequence[bool]):
         fn = _require(func)
@@ -242,23 +263,39 @@ class NumpyEngine:
 
         return evaluate
 
-    def vjp(self, func: Any, inputs: tuple, output_position: int, diff_positions: Sequence[int]):
+    def pullback(self, func, inputs, outputs, diff_positions, output_positions, create_graph=False):
+        """The hand-written VJP, given one grad-output per float/complex output: the cotangents
+        where asked (None: undefined, as the VJP accepts), zeros elsewhere."""
         fn = _require(func)
-        outputs = _outputs(fn, inputs)
         differentiable = [i for i, o in enumerate(outputs) if _is_float_or_complex(o)]
-        target = differentiable.index(output_position)
+        slots = [differentiable.index(p) for p in output_positions]
 
-        def vjp(g: int | np.ndarray) -> list[np.ndarray | None]:
+        def pullback(cotangents):
             grad_outputs = [np.zeros_like(outputs[i]) for i in differentiable]
-            if isinstance(g, (int, np.integer)):
-                grad_outputs[target].reshape(-1)[int(g)] = 1.0
-            else:
-                grad_outputs[target] = np.asarray(g, dtype=outputs[output_position].dtype).reshape(
-                    outputs[output_position].shape
-                )
+            for slot, cotangent in zip(slots, cotangents):
+                grad_outputs[slot] = cotangent
             return _grads(fn, inputs, grad_outputs, len(diff_positions))
 
-        return vjp
+        return pullback
+
+    def pushforward(self, func: Any, inputs: tuple, diff_positions: Sequence[int]):
+        fn = _require(func)
+        if fn.jvp is None:
+            raise EngineCapabilityError(
+                "forward-mode checks of a numpy_function need its jvp (numpy_function(..., jvp=...))"
+            )
+        return lambda tangents: _tangents(fn, inputs, list(tangents))
+
+    def vmap(self, function: Callable, stacked: np.ndarray) -> tuple:
+        raise EngineCapabilityError("the numpy engine has no vectorizing map (vmap): batched checks are not available")
+
+    def complex_part(self, value: Any, part: str) -> Any:
+        if not np.iscomplexobj(value):
+            return value
+        return np.real(value) if part == "real" else np.imag(value)
+
+    def complex_join(self, part_value: np.ndarray, other: np.ndarray, part: str) -> np.ndarray:
+        return part_value + 1j * other if part == "real" else other + 1j * part_value
 
     def element_rows(self, value: Any) -> None:
         return None  # numpy arrays are dense
@@ -289,23 +326,6 @@ class NumpyEngine:
             draws.append(np.asarray(values).astype(dtype))
         return draws
 
-    def jvp(self, func: Any, inputs: tuple, diff_positions: Sequence[int]):
-        fn = _require(func)
-        if fn.jvp is None:
-            raise EngineCapabilityError(
-                "forward-mode checks of a numpy_function need its jvp (numpy_function(..., jvp=...))"
-            )
-
-        def jvp(k: int, tangent: int | np.ndarray) -> list[np.ndarray | None]:
-            tangents = [np.zeros_like(inputs[p]) for p in diff_positions]
-            if isinstance(tangent, (int, np.integer)):
-                tangents[k].reshape(-1)[int(tangent)] = 1.0
-            else:
-                tangents[k] = np.asarray(tangent, dtype=tangents[k].dtype).reshape(tangents[k].shape)
-            return _tangents(fn, inputs, tangents)
-
-        return jvp
-
     def input_part(self, func: Any, inputs: tuple, part: str) -> tuple[NumpyFunction, tuple]:
         fn = _require(func)
         positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, np.ndarray) and x.dtype.kind == "c")
@@ -321,70 +341,6 @@ class NumpyEngine:
         )
         return NumpyFunction(split, None, jvp, fn.argnums), tuple(parts)
 
-    def check_undefined_forward_grad(self, func: Any, inputs: tuple, tangents: Sequence[np.ndarray]) -> None:
-        fn = _require(func)
-        positions = self._diff_positions(fn, inputs)
-        given = [np.asarray(t).reshape(np.shape(inputs[p])) for t, p in zip(tangents, positions)]
-        for k in range(len(positions)):
-            zero, absent = list(given), list(given)
-            zero[k], absent[k] = np.zeros_like(given[k]), None
-            for index, (t1, t2) in enumerate(zip(_tangents(fn, inputs, zero), _tangents(fn, inputs, absent))):
-                if t1 is not None and t2 is not None and not np.allclose(t1, t2):
-                    raise GradcheckError(
-                        f"Mismatch in tangent values for output with index: {index} when differentiable input {k} "
-                        f"has an undefined (None) tangent: got {t1} but a zero tangent gives {t2}"
-                    )
-
-    def check_batched_grad(self, func: Any, inputs: tuple, output_position: int, grad_outputs) -> None:
-        raise EngineCapabilityError("the numpy engine has no vectorizing map (vmap): batched checks are not available")
-
-    check_batched_forward_grad = check_batched_grad
-
-    def check_zero_grad_output(self, func: Any, inputs: tuple, masked: bool) -> None:
-        fn = _require(func)
-        positions = self._diff_positions(fn, inputs)
-        outputs = [o for o in _outputs(fn, inputs) if _is_float_or_complex(o)]
-        grads = _grads(fn, inputs, [np.zeros_like(o) for o in outputs], len(positions))
-        for k, (g, p) in enumerate(zip(grads, positions)):
-            if g is None:
-                continue
-            if np.any(g != 0):
-                raise GradcheckError(
-                    f"backward not multiplied by grad_output: a zero grad_output gave a nonzero "
-                    f"gradient for differentiable input {k}"
-                )
-            if g.dtype != inputs[p].dtype:
-                raise GradcheckError(f"grad is incorrect type ({g.dtype} for an input of {inputs[p].dtype})")
-            if g.shape != inputs[p].shape:
-                raise GradcheckError(f"grad is incorrect size ({g.shape} for an input of {inputs[p].shape})")
-
-    def check_undefined_grad(self, func: Any, inputs: tuple) -> None:
-        fn = _require(func)
-        positions = self._diff_positions(fn, inputs)
-        outputs = [o for o in _outputs(fn, inputs) if _is_float_or_complex(o)]
-        cases = [("all output grads undefined", [None] * len(outputs))]
-        if len(outputs) > 1:
-            for k in range(len(outputs)):
-                grads = [np.zeros_like(o) for o in outputs]
-                grads[k] = None
-                cases.append((f"the grad of output {k} undefined", grads))
-        for label, grad_outputs in cases:
-            try:
-                grads = _grads(fn, inputs, grad_outputs, len(positions))
-            except GradcheckError:
-                raise
-            except Exception as e:
-                raise GradcheckError(
-                    "Expected the vjp to handle undefined (None) output grads as zeros "
-                    f"(it raised, with {label}: {type(e).__name__}: {e})"
-                ) from e
-            for k, g in enumerate(grads):
-                if g is not None and np.any(g != 0):
-                    raise GradcheckError(
-                        "Expected all input grads to be undefined or zero when all output grads are "
-                        f"undefined or zero (nonzero grad for differentiable input {k}, with {label})"
-                    )
-
     def grad_function(self, func: Any, inputs: tuple, grad_outputs: tuple) -> tuple[Any, tuple]:
         fn = _require(func)
         if not isinstance(fn.vjp, NumpyFunction):
@@ -394,8 +350,7 @@ class NumpyEngine:
             )
         return fn.vjp, tuple(inputs) + tuple(grad_outputs)
 
-    def default_grad_outputs(self, func: Any, inputs: tuple, noncontiguous: bool) -> tuple:
-        outputs = [o for o in _outputs(_require(func), inputs) if _is_float_or_complex(o)]
+    def random_grad_outputs(self, outputs: Sequence[np.ndarray], noncontiguous: bool) -> tuple:
         made = []
         for o in outputs:
             values = np.random.uniform(-1, 1, size=o.shape)

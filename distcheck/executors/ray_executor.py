@@ -37,7 +37,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
-from distcheck.engines import forget
+from distcheck.engines import reference_scope
 from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -232,12 +232,11 @@ def _run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
             os._exit(1)  # would break every later task here; Ray replaces the worker
         raise
     try:
-        return [_portable(execute(unit, subject, 1, worker)) for unit in units]
+        with reference_scope():  # one reference call for this task's backward passes
+            return [_portable(execute(unit, subject, 1, worker)) for unit in units]
     except BaseException:  # cancelled in the middle of a unit: an input may be left perturbed
         _SUBJECTS.pop(ref.hex(), None)
         raise
-    finally:
-        forget()  # outputs kept for this task's backward passes (see Engine.reference_call)
 
 
 # -- the driver side ----------------------------------------------------------------------

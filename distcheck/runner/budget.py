@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
-from distcheck.engines import engine_for
+from distcheck.engines import engine_for, reference_scope
 from distcheck.plan.cost_model import best_time
 from distcheck.suites.base import BuiltCase, CheckCall
 
@@ -106,11 +106,11 @@ def _measure(case: BuiltCase) -> _Measured:
     if columns + rows >= _TIMED_FROM:
         evaluation = backward = best_time(lambda: engine.call(case.func, case.inputs), _THREE_TIMINGS)
         if diff and differentiable:
-            vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
-            backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
-            # the check that follows makes its own reference call, after its suite reseeds the
-            # RNGs, as torch's does: it must not differentiate the outputs of this timing call
-            engine.forget()
+            # a scope of its own: the check that follows makes its own reference call, after its
+            # suite reseeds the RNGs, as torch's does; it must not differentiate this timing call's
+            with reference_scope():
+                vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
+                backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
     is_complex = any(i.is_complex for i in inputs) or any(o.is_complex for _, o in differentiable)
     return _Measured(columns, rows, 16 if is_complex else 8, evaluation, backward)
 

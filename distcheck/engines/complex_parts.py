@@ -1,0 +1,65 @@
+"""Complex functions as real ones: the real or imaginary part of complex outputs (torch checks
+a complex output as two real functions), and a function of the real or imaginary part of its
+complex inputs (forward-mode checks of complex inputs), on the engine's ``complex_part`` /
+``complex_join`` primitives. Both are picklable: they travel to workers inside a check's subject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from distcheck.engines.registry import engine_of, get_engine
+from distcheck.engines.tuples import as_tuple
+
+if TYPE_CHECKING:
+    from distcheck.engines.base import Engine
+
+
+class ComplexOutputPart:
+    """``func`` with the ``part`` ("real"/"imag") taken of its complex outputs (torch's gradient
+    convention: a grad-output g of the imaginary part reaches the output as 1j·g)."""
+
+    def __init__(self, func: Callable, part: str, engine: str | None = None):
+        self.func, self.part, self.engine = func, part, engine
+
+    def __call__(self, *inputs):
+        outputs = as_tuple(self.func(*inputs))
+        if self.engine is None:  # built without an engine: the outputs' engine
+            self.engine = next((name for name in map(engine_of, outputs) if name is not None), None)
+            if self.engine is None:
+                return outputs
+        engine = get_engine(self.engine)
+        return tuple(engine.complex_part(o, self.part) for o in outputs)
+
+
+class ComplexInputPart:
+    """``func`` as a function of the ``part`` of its complex inputs at ``positions``, the other
+    part held at the constant ``others``."""
+
+    def __init__(self, engine: str, func: Callable, positions: tuple[int, ...], others: tuple, part: str):
+        self.engine, self.func, self.positions, self.others, self.part = engine, func, positions, others, part
+
+    def __call__(self, *inputs):
+        engine = get_engine(self.engine)
+        full = list(inputs)
+        for i, other in zip(self.positions, self.others):
+            full[i] = engine.complex_join(inputs[i], other, self.part)
+        return as_tuple(self.func(*full))
+
+
+def input_part(engine: Engine, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
+    """``func`` of the ``part`` of its complex inputs, and those parts as new inputs (differentiable
+    where the complex inputs were)."""
+    positions = tuple(i for i, x in enumerate(inputs) if engine.is_tensor(x) and engine.info(x, func, i).is_complex)
+    parts, others = list(inputs), []
+    other_part = "imag" if part == "real" else "real"
+    for i in positions:
+        x = inputs[i]
+        values, real = engine.to_numpy(x), engine.complex_part(x, part)  # ``real``: a real array, for its dtype
+        taken = engine.from_numpy(np.ascontiguousarray(getattr(values, part)), like=real)
+        parts[i] = engine.track(taken) if engine.info(x, func, i).requires_grad else taken
+        others.append(engine.from_numpy(np.ascontiguousarray(getattr(values, other_part)), like=real))
+    return ComplexInputPart(engine.name, func, positions, tuple(others), part), tuple(parts)
