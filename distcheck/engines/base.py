@@ -49,6 +49,7 @@ import numpy as np
 from distcheck.engines import checks, complex_parts, derivatives, reference
 from distcheck.engines.wording import Wording
 from distcheck.errors import EngineCapabilityError
+from distcheck.kinds import Part
 from distcheck.numerics.finite_differences import Evaluate
 
 # pullback(cotangents) -> gradients: one cotangent per selected output (None: undefined), one
@@ -73,6 +74,22 @@ class TensorInfo:
     overlapping: bool = False  # some dimension of size > 1 has stride 0
     elements: int | None = None  # a sparse tensor's specified values (what finite differences perturb)
     device: str | None = None  # where the values live, when the engine has devices (messages)
+
+    @classmethod
+    def of(cls, shape: Sequence[int], dtype: np.dtype, dtype_name: str, requires_grad: bool, **more: Any) -> TensorInfo:
+        """The record of an array whose values have the numpy ``dtype`` (its kind and precision
+        follow from it; an engine's bfloat16 is a float32 here, and not double)."""
+        dtype = np.dtype(dtype)
+        return cls(
+            shape=tuple(shape),
+            dtype=dtype,
+            dtype_name=dtype_name,
+            is_complex=dtype.kind == "c",
+            is_floating=dtype.kind == "f",
+            requires_grad=requires_grad,
+            is_double=dtype in (np.float64, np.complex128),
+            **more,
+        )
 
     @property
     def perturbable(self) -> int:
@@ -178,13 +195,13 @@ class Engine(ABC):
         raise EngineCapabilityError(f"the {self.name} engine has no vectorizing map (vmap): batched checks need one")
 
     @abstractmethod
-    def complex_part(self, value: Any, part: str) -> Any:
+    def complex_part(self, value: Any, part: Part) -> Any:
         """The ``"real"`` or ``"imag"`` part of a complex array, differentiably, with torch's
         convention: a grad-output ``g`` of the real part reaches ``value`` as ``g``, of the
         imaginary part as ``1j·g``."""
 
     @abstractmethod
-    def complex_join(self, part_value: Any, other: Any, part: str) -> Any:
+    def complex_join(self, part_value: Any, other: Any, part: Part) -> Any:
         """The complex array whose ``part`` is ``part_value`` (differentiably) and whose other part
         is ``other`` (a constant)."""
 
@@ -261,13 +278,13 @@ class Engine(ABC):
         ``value`` (torch: sparse layouts and dimensions), or None. Default: None."""
         return None
 
-    def input_part(self, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
+    def input_part(self, func: Callable, inputs: tuple, part: Part) -> tuple[Callable, tuple]:
         """``func`` as a function of the ``part`` of its complex inputs (forward-mode checks of
         complex inputs), and those parts as new inputs. Default: built on :meth:`complex_part`
         and :meth:`complex_join` (:mod:`distcheck.engines.complex_parts`)."""
         return complex_parts.input_part(self, func, inputs, part)
 
-    def output_part(self, func: Callable, part: str, n_inputs: int) -> Callable:
+    def output_part(self, func: Callable, part: Part, n_inputs: int) -> Callable:
         """``func`` with its complex outputs replaced by their ``part`` (picklable). Default: built
         on :meth:`complex_part` (:mod:`distcheck.engines.complex_parts`)."""
         return complex_parts.ComplexOutputPart(func, part, self.name)

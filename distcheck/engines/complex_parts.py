@@ -13,6 +13,7 @@ import numpy as np
 
 from distcheck.engines.registry import engine_of, get_engine
 from distcheck.engines.tuples import as_tuple
+from distcheck.kinds import Part
 
 if TYPE_CHECKING:
     from distcheck.engines.base import Engine
@@ -22,7 +23,7 @@ class ComplexOutputPart:
     """``func`` with the ``part`` ("real"/"imag") taken of its complex outputs (torch's gradient
     convention: a grad-output g of the imaginary part reaches the output as 1j·g)."""
 
-    def __init__(self, func: Callable, part: str, engine: str | None = None):
+    def __init__(self, func: Callable, part: Part, engine: str | None = None):
         self.func, self.part, self.engine = func, part, engine
 
     def __call__(self, *inputs):
@@ -39,7 +40,7 @@ class ComplexInputPart:
     """``func`` as a function of the ``part`` of its complex inputs at ``positions``, the other
     part held at the constant ``others``."""
 
-    def __init__(self, engine: str, func: Callable, positions: tuple[int, ...], others: tuple, part: str):
+    def __init__(self, engine: str, func: Callable, positions: tuple[int, ...], others: tuple, part: Part):
         self.engine, self.func, self.positions, self.others, self.part = engine, func, positions, others, part
 
     def __call__(self, *inputs):
@@ -50,12 +51,12 @@ class ComplexInputPart:
         return as_tuple(self.func(*full))
 
 
-def input_part(engine: Engine, func: Callable, inputs: tuple, part: str) -> tuple[Callable, tuple]:
+def input_part(engine: Engine, func: Callable, inputs: tuple, part: Part) -> tuple[Callable, tuple]:
     """``func`` of the ``part`` of its complex inputs, and those parts as new inputs (differentiable
     where the complex inputs were)."""
     positions = tuple(i for i, x in enumerate(inputs) if engine.is_tensor(x) and engine.info(x, func, i).is_complex)
     parts, others = list(inputs), []
-    other_part = "imag" if part == "real" else "real"
+    other_part = Part(part).other
     for i in positions:
         x = inputs[i]
         values, real = engine.to_numpy(x), engine.complex_part(x, part)  # ``real``: a real array, for its dtype

@@ -29,6 +29,7 @@ from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.tuples import as_tuple
 from distcheck.engines.wording import Wording
 from distcheck.errors import EngineCapabilityError, GradcheckError
+from distcheck.kinds import Part
 from distcheck.numerics.random_vectors import unit_vectors
 
 
@@ -84,10 +85,10 @@ class _OutputPart:
     """The real or imaginary part of a NumpyFunction's complex outputs."""
 
     func: NumpyFunction
-    part: str
+    part: Part
 
     def __call__(self, *inputs):
-        take = np.real if self.part == "real" else np.imag
+        take = np.real if self.part == Part.REAL else np.imag
         return tuple(take(o) if np.iscomplexobj(o) else o for o in _outputs(self.func, inputs))
 
 
@@ -97,14 +98,14 @@ class _OutputPartVJP:
     (PyTorch's convention); for Re z it is g."""
 
     func: NumpyFunction
-    part: str
+    part: Part
     n_inputs: int
 
     def __call__(self, *args):
         inputs, grad_outputs = args[: self.n_inputs], args[self.n_inputs :]
         originals = [o for o in _outputs(self.func, inputs) if _is_float_or_complex(o)]
         scaled = tuple(
-            g if g is None or self.part == "real" or not np.iscomplexobj(o) else 1j * g
+            g if g is None or self.part == Part.REAL or not np.iscomplexobj(o) else 1j * g
             for g, o in zip(grad_outputs, originals)
         )
         return self.func.vjp(*inputs, *scaled)
@@ -133,12 +134,12 @@ class _InputPart:
     func: NumpyFunction
     positions: tuple[int, ...]
     originals: tuple[np.ndarray, ...]
-    part: str
+    part: Part
 
     def full(self, inputs: tuple) -> tuple:
         full = list(inputs)
         for i, original in zip(self.positions, self.originals):
-            full[i] = inputs[i] + 1j * original.imag if self.part == "real" else original.real + 1j * inputs[i]
+            full[i] = inputs[i] + 1j * original.imag if self.part == Part.REAL else original.real + 1j * inputs[i]
         return tuple(full)
 
     def __call__(self, *inputs):
@@ -157,7 +158,7 @@ class _InputPartJVP:
         inputs, tangents = args[:n], list(args[n:])
         for k, p in enumerate(self.diff_positions):
             if p in self.split.positions and tangents[k] is not None:
-                tangents[k] = tangents[k] * (1.0 + 0j) if self.split.part == "real" else 1j * tangents[k]
+                tangents[k] = tangents[k] * (1.0 + 0j) if self.split.part == Part.REAL else 1j * tangents[k]
         return self.split.func.jvp(*self.split.full(inputs), *tangents)
 
 
@@ -201,9 +202,6 @@ class NumpyEngine(Engine):
     error_class = GradcheckError
     wording = NumpyWording()
 
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, np.ndarray)
-
     def requires_grad(self, value: Any, func: Any = None, position: int | None = None) -> bool:
         """An input is differentiated only by a :class:`NumpyFunction` (to any other function a
         numpy array is a constant); an output when it is float/complex."""
@@ -213,17 +211,17 @@ class NumpyEngine(Engine):
             return _is_float_or_complex(value)
         return isinstance(func, NumpyFunction) and func.differentiable(position, value)
 
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
     def info(self, value: np.ndarray, func: Any = None, position: int | None = None) -> TensorInfo:
         fn = _require(func) if func is not None else None
         requires_grad = fn.differentiable(position, value) if fn is not None else _is_float_or_complex(value)
-        return TensorInfo(
-            shape=tuple(value.shape),
-            dtype=value.dtype,
-            dtype_name=str(value.dtype),
-            is_complex=value.dtype.kind == "c",
-            is_floating=value.dtype.kind == "f",
-            requires_grad=requires_grad,
-            is_double=value.dtype in (np.float64, np.complex128),
+        return TensorInfo.of(
+            value.shape,
+            value.dtype,
+            str(value.dtype),
+            requires_grad,
             overlapping=any(st == 0 and sz > 1 for st, sz in zip(value.strides, value.shape)),
         )
 
@@ -239,7 +237,7 @@ class NumpyEngine(Engine):
     def threads(self, n: int) -> nullcontext:
         return nullcontext()  # numpy's element-wise math here is single-threaded already
 
-    def output_part(self, func: Any, part: str, n_inputs: int) -> NumpyFunction:
+    def output_part(self, func: Any, part: Part, n_inputs: int) -> NumpyFunction:
         fn = _require(func)
         vjp = None if fn.vjp is None else _OutputPartVJP(fn, part, n_inputs)
         return NumpyFunction(_OutputPart(fn, part), vjp, None, fn.argnums)
@@ -289,13 +287,13 @@ class NumpyEngine(Engine):
     def vmap(self, function: Callable, stacked: np.ndarray) -> tuple:
         raise EngineCapabilityError("the numpy engine has no vectorizing map (vmap): batched checks are not available")
 
-    def complex_part(self, value: Any, part: str) -> Any:
+    def complex_part(self, value: Any, part: Part) -> Any:
         if not np.iscomplexobj(value):
             return value
-        return np.real(value) if part == "real" else np.imag(value)
+        return np.real(value) if part == Part.REAL else np.imag(value)
 
-    def complex_join(self, part_value: np.ndarray, other: np.ndarray, part: str) -> np.ndarray:
-        return part_value + 1j * other if part == "real" else other + 1j * part_value
+    def complex_join(self, part_value: np.ndarray, other: np.ndarray, part: Part) -> np.ndarray:
+        return part_value + 1j * other if part == Part.REAL else other + 1j * part_value
 
     def element_rows(self, value: Any) -> None:
         return None  # numpy arrays are dense
@@ -326,13 +324,13 @@ class NumpyEngine(Engine):
             draws.append(np.asarray(values).astype(dtype))
         return draws
 
-    def input_part(self, func: Any, inputs: tuple, part: str) -> tuple[NumpyFunction, tuple]:
+    def input_part(self, func: Any, inputs: tuple, part: Part) -> tuple[NumpyFunction, tuple]:
         fn = _require(func)
         positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, np.ndarray) and x.dtype.kind == "c")
         originals = tuple(np.array(inputs[i], copy=True) for i in positions)
         parts = list(inputs)
         for i in positions:
-            parts[i] = np.array(np.real(inputs[i]) if part == "real" else np.imag(inputs[i]), copy=True)
+            parts[i] = np.array(np.real(inputs[i]) if part == Part.REAL else np.imag(inputs[i]), copy=True)
         split = _InputPart(fn, positions, originals, part)
         jvp = (
             None

@@ -37,8 +37,9 @@ from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.checks import GradOfOutputs
 from distcheck.engines.complex_parts import ComplexOutputPart
 from distcheck.engines.tuples import as_tuple
-from distcheck.engines.wording import Wording
+from distcheck.engines.wording import UNDEFINED_NONZERO, UNDEFINED_RAISED, Wording
 from distcheck.errors import EngineCapabilityError, GradcheckError
+from distcheck.kinds import Part
 from distcheck.numerics.random_vectors import unit_vectors
 
 __all__ = ["ComplexOutputPart", "GradOfOutputs", "TensorplayEngine", "to_numpy", "to_tensor"]
@@ -142,13 +143,13 @@ class UndefinedGrad(tp.autograd.Function):
     """Identity whose backward passes an undefined (None) grad on: torch's ``UndefinedGrad``."""
 
     @staticmethod
+    def backward(ctx, grad):
+        return None
+
+    @staticmethod
     def forward(ctx, x):
         ctx.set_materialize_grads(False)
         return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return None
 
 
 _thread_count_fixed = False  # tensorplay sizes its intra-op pool once per process
@@ -159,7 +160,7 @@ class TensorplayWording(Wording):
     for undefined grads, the largest wrong value, its missing vmap batching rules)."""
 
     def zero_grad_nonzero(self, position: int, values: np.ndarray) -> str:
-        return f"{super().zero_grad_nonzero(position, values)} (largest |value| {np.max(np.abs(values)):.3g})"
+        return super().zero_grad_nonzero(position, values) + _largest(values)
 
     def grad_type(self, grad: TensorInfo, value: TensorInfo, position: int) -> str:
         hint = ""
@@ -172,17 +173,12 @@ class TensorplayWording(Wording):
         return f"grad is incorrect size ({grad.shape} for differentiable input {position} of {value.shape})"
 
     def undefined_raised(self, label: str, error: Exception) -> str:
-        return (
-            f"Expected backward function to handle undefined output grads. {_UNDEFINED_NOTES}. With "
-            f"{label}, tensorplay's backward raised {type(error).__name__}: {error}"
-        )
+        detail = f"With {label}, tensorplay's backward raised {type(error).__name__}: {error}"
+        return f"{UNDEFINED_RAISED} {_UNDEFINED_NOTES}. {detail}"
 
     def undefined_nonzero(self, label: str, position: int, values: np.ndarray) -> str:
-        return (
-            "Expected all input grads to be undefined or zero when all output grads are undefined "
-            f"or zero. {_UNDEFINED_NOTES}. With {label}, tensorplay's backward gave differentiable "
-            f"input {position} a nonzero gradient (largest |value| {np.max(np.abs(values)):.3g})"
-        )
+        detail = f"tensorplay's backward gave differentiable input {position} a nonzero gradient{_largest(values)}"
+        return f"{UNDEFINED_NONZERO} {_UNDEFINED_NOTES}. With {label}, {detail}"
 
     def batched_note(self, forward: bool) -> str:
         return BATCHED_GRAD_NOTE
@@ -213,14 +209,11 @@ class TensorplayEngine(Engine):
         return value.requires_grad_()
 
     def info(self, value: tp.Tensor, func: Callable | None = None, position: int | None = None) -> TensorInfo:
-        return TensorInfo(
-            shape=tuple(value.shape),
-            dtype=numpy_dtype(value.dtype),
-            dtype_name=str(value.dtype),
-            is_complex=value.is_complex(),
-            is_floating=value.is_floating_point(),
-            requires_grad=bool(value.requires_grad),
-            is_double=value.dtype in (tp.float64, tp.complex128),
+        return TensorInfo.of(
+            value.shape,
+            numpy_dtype(value.dtype),
+            str(value.dtype),
+            bool(value.requires_grad),
             # an empty tensor cannot overlap (tensorplay gives some of them all-zero strides)
             overlapping=not _is_sparse(value)
             and value.numel() > 0
@@ -338,15 +331,15 @@ class TensorplayEngine(Engine):
     def vmap(self, function: Callable, stacked: tp.Tensor) -> tuple:
         return tuple(vmap(function)(stacked))
 
-    def complex_part(self, value: Any, part: str) -> Any:
+    def complex_part(self, value: Any, part: Part) -> Any:
         """``view_as_real(o).select(-1, k)``: ``Tensor.real``/``.imag`` are not differentiable in
         tensorplay; this is, with torch's gradients."""
         if not (isinstance(value, tp.Tensor) and value.is_complex()):
             return value
-        return tp.view_as_real(value).select(-1, 0 if part == "real" else 1)
+        return tp.view_as_real(value).select(-1, 0 if part == Part.REAL else 1)
 
-    def complex_join(self, part_value: tp.Tensor, other: tp.Tensor, part: str) -> tp.Tensor:
-        return tp.complex(part_value, other) if part == "real" else tp.complex(other, part_value)
+    def complex_join(self, part_value: tp.Tensor, other: tp.Tensor, part: Part) -> tp.Tensor:
+        return tp.complex(part_value, other) if part == Part.REAL else tp.complex(other, part_value)
 
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return unit_vectors(numels, dtypes)  # numpy's: tp.rand ignores its generator
@@ -378,6 +371,10 @@ class TensorplayEngine(Engine):
         body = np.array2string(block, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
         suffix = "" if block.dtype == np.float32 else f", dtype={block.dtype.name.capitalize()}"
         return f"tensor({body}{suffix})"
+
+
+def _largest(values: np.ndarray) -> str:
+    return f" (largest |value| {np.max(np.abs(values)):.3g})"
 
 
 def _missing_kernel(error: Exception) -> str:

@@ -13,6 +13,7 @@ import torch
 from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.tuples import as_tuple
 from distcheck.errors import GradcheckError
+from distcheck.kinds import Part
 
 _NUMPY_DTYPES = {
     torch.bfloat16: np.float32,  # numpy has no bfloat16: checked at float32
@@ -147,14 +148,11 @@ class TorchEngine(Engine):
         overlapping = False
         if value.layout != torch._mkldnn:
             overlapping = not all(st > 0 or sz <= 1 for st, sz in zip(values.stride(), values.size()))
-        return TensorInfo(
-            shape=tuple(value.shape),
-            dtype=numpy_dtype(value.dtype),
-            dtype_name=str(value.dtype),
-            is_complex=value.is_complex(),
-            is_floating=value.is_floating_point(),
-            requires_grad=value.requires_grad,
-            is_double=value.dtype in (torch.float64, torch.complex128),
+        return TensorInfo.of(
+            value.shape,
+            numpy_dtype(value.dtype),
+            str(value.dtype),
+            value.requires_grad,
             overlapping=overlapping,
             elements=values.numel() if value.layout not in (torch.strided, torch._mkldnn) else None,
             device=str(value.device),
@@ -334,13 +332,13 @@ class TorchEngine(Engine):
             warnings.filterwarnings("ignore", message="Please use `torch.vmap`")
             return _vmap(function)(stacked)
 
-    def complex_part(self, value: Any, part: str) -> Any:
+    def complex_part(self, value: Any, part: Part) -> Any:
         if not (isinstance(value, torch.Tensor) and value.is_complex()):
             return value
-        return torch.real(value) if part == "real" else torch.imag(value)
+        return torch.real(value) if part == Part.REAL else torch.imag(value)
 
-    def complex_join(self, part_value: torch.Tensor, other: torch.Tensor, part: str) -> torch.Tensor:
-        return part_value + other * 1j if part == "real" else other + part_value * 1j
+    def complex_join(self, part_value: torch.Tensor, other: torch.Tensor, part: Part) -> torch.Tensor:
+        return part_value + other * 1j if part == Part.REAL else other + part_value * 1j
 
     def random_grad_outputs(self, outputs, noncontiguous: bool) -> tuple:
         return tuple(

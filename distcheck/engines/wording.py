@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+UNDEFINED_RAISED = "Expected backward function to handle undefined output grads."
+UNDEFINED_NONZERO = "Expected all input grads to be undefined or zero when all output grads are undefined or zero."
 UNDEFINED_NOTES = 'Please look at "Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"'
 
 BATCHED_GRAD_NOTE = """gradcheck or gradgradcheck failed while testing batched gradient computation: the
@@ -60,17 +62,10 @@ class Wording:
         """Backward raised with undefined grad-outputs (``label`` says which were undefined)."""
         if not isinstance(error, RuntimeError):
             return None
-        return (
-            f"Expected backward function to handle undefined output grads. {UNDEFINED_NOTES}"
-            f" (backward raised, with {label}: {type(error).__name__}: {error})"
-        )
+        return f"{UNDEFINED_RAISED} {UNDEFINED_NOTES} (backward raised, with {label}: {type(error).__name__}: {error})"
 
     def undefined_nonzero(self, label: str, position: int, values: np.ndarray) -> str:
-        return (
-            "Expected all input grads to be undefined or zero when all output grads are "
-            f"undefined or zero. {UNDEFINED_NOTES} (nonzero grad for differentiable input "
-            f"{position}, with {label})"
-        )
+        return f"{UNDEFINED_NONZERO} {UNDEFINED_NOTES} (nonzero grad for differentiable input {position}, with {label})"
 
     def undefined_tangent(self, index: int, position: int, value: Any, got: Any, expected: Any) -> str:
         """A zero tangent and an absent tangent on differentiable input ``position`` (the engine

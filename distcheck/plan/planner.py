@@ -15,11 +15,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from distcheck.engines import Engine, TensorInfo
+from distcheck.kinds import FUNCTION, PARTS_IN_TORCH_ORDER, AuxCheck, Mode, Part, VariantKey
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import ChunkPolicy, Whole, Workload
 from distcheck.plan.stages import (
@@ -114,7 +115,7 @@ class _Builder:
     def chunks(self, items: int, seconds_per_item: float | None) -> list[tuple[int, int]]:
         return self.policy.chunks(Workload(items, seconds_per_item)) or [(0, items)]
 
-    def auxiliary(self, check: str, variant: str = "f", **fields) -> None:
+    def auxiliary(self, check: AuxCheck, variant: VariantKey = FUNCTION, **fields) -> None:
         self.stages.append(Auxiliary(self.add(AuxiliaryCheck(variant, check, **fields))))
 
     # -- units ---------------------------------------------------------------------------
@@ -127,7 +128,7 @@ class _Builder:
 
     def numerical_columns(
         self,
-        variant: str,
+        variant: VariantKey,
         slot: InputSlot,
         info: TensorInfo,
         outputs: Sequence[TensorInfo | None],
@@ -147,12 +148,12 @@ class _Builder:
             for start, stop in ranges
         ]
 
-    def numerical_variant(self, key: str, position: int, info: TensorInfo) -> tuple[str, TensorInfo]:
+    def numerical_variant(self, key: VariantKey, position: int, info: TensorInfo) -> tuple[VariantKey, TensorInfo]:
         """Where finite differences of ``key`` run: unless ``masked``, on a twin variant whose
         sparse inputs have every element specified (torch perturbs unspecified elements too)."""
         if self.options.masked:
             return key, info
-        twin = f"{key}#dense"
+        twin = key.densified()
         if twin not in self.variants:
             variant = self.variants[key]
             densified = self.engine.densify(variant.inputs)
@@ -174,7 +175,7 @@ class _Builder:
         )
 
     def analytical_rows(
-        self, variant: str, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
+        self, variant: VariantKey, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
     ) -> list[AnalyticalRows]:
         numel = _numel(output.shape)
         ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"))
@@ -182,7 +183,7 @@ class _Builder:
 
     def forward_columns(
         self,
-        variant: str,
+        variant: VariantKey,
         index: int,
         inputs: tuple[InputSlot, ...],
         outputs: Sequence[TensorInfo | None],
@@ -235,7 +236,7 @@ class _Builder:
         for i, (info, keys) in enumerate(zip(inputs, u)):
             if info.elements is None:
                 continue
-            rows = self.engine.element_rows(self.variants["f"].inputs[slots[i].position])
+            rows = self.engine.element_rows(self.variants[FUNCTION].inputs[slots[i].position])
             for key in keys:
                 dense = np.zeros(info.numel, dtype=vectors[key].dtype)
                 dense[rows] = vectors[key]
@@ -270,42 +271,42 @@ def plan_gradcheck(
     """
     b = _Builder(engine, options, policy or Whole(), costs)
     b.per_item(1, "evaluation")  # measure the costs now if the policy uses them
-    b.variants["f"] = Variant(func, inputs)
+    b.variants[FUNCTION] = Variant(func, inputs)
     diff = _diff_slots(input_infos)
 
     if options.check_backward_ad:
         complex_outputs = any(o is not None and o.is_complex for o in output_infos)
-        for part in ("imag", "real") if complex_outputs else (None,):
-            key = part or "f"
+        for part in PARTS_IN_TORCH_ORDER if complex_outputs else (None,):
+            key = VariantKey.of(part)
             if part:
                 b.variants[key] = Variant(engine.output_part(func, part, len(inputs)), inputs)
             outputs = [real_info(o) if part else o for o in output_infos]
-            _plan_backward(b, key, part, diff, input_infos, outputs, output_infos)
+            _plan_backward(b, _Target(key, part, diff), input_infos, outputs, output_infos)
 
     if options.check_forward_ad:
         complex_inputs = any(i is not None and i.is_complex and i.requires_grad for i in input_infos)
         variants = []
-        for part in ("imag", "real") if complex_inputs else (None,):
-            key = f"inputs-{part}" if part else "f"
+        for part in PARTS_IN_TORCH_ORDER if complex_inputs else (None,):
+            key = VariantKey.of(part, inputs=True)
             infos = list(input_infos)
             if part:
                 b.variants[key] = Variant(*engine.input_part(func, inputs, part))
                 infos = [real_info(i) for i in input_infos]
             was_complex = tuple(input_infos[s.position].is_complex for s in diff)
-            _plan_forward(b, key, part, _diff_slots(infos), infos, output_infos, was_complex)
+            _plan_forward(b, _Target(key, part, _diff_slots(infos)), infos, output_infos, was_complex)
             variants.append((key, infos))
         if options.check_undefined_grad:
             for key, infos in variants:
                 slots = _diff_slots(infos)
                 u, _ = b.unit_vectors(f"{key}/undefined", [infos[s.position] for s in slots], [], slots)
-                b.auxiliary("undefined_forward_grad", key, vectors=tuple(keys[0] for keys in u))
+                b.auxiliary(AuxCheck.UNDEFINED_FORWARD_GRAD, key, vectors=tuple(keys[0] for keys in u))
 
     if options.check_batched_forward_grad:
         for slot in diff:
             info = input_infos[slot.position]
             draws = engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
             keys = tuple(b.store(f"batched-forward/{slot.position}/{n}", d) for n, d in enumerate(draws))
-            b.auxiliary("batched_forward_grad", index=slot.position, vectors=keys)
+            b.auxiliary(AuxCheck.BATCHED_FORWARD_GRAD, index=slot.position, vectors=keys)
 
     if options.check_backward_ad:
         if options.check_batched_grad:
@@ -314,22 +315,31 @@ def plan_gradcheck(
                     continue
                 draws = engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
                 keys = tuple(b.store(f"batched/{position}/{n}", d) for n, d in enumerate(draws))
-                b.auxiliary("batched_grad", index=position, vectors=keys)
-        b.auxiliary("zero_grad_output", masked=bool(options.masked))
+                b.auxiliary(AuxCheck.BATCHED_GRAD, index=position, vectors=keys)
+        b.auxiliary(AuxCheck.ZERO_GRAD_OUTPUT, masked=bool(options.masked))
         if options.check_undefined_grad:
-            b.auxiliary("undefined_grad")
+            b.auxiliary(AuxCheck.UNDEFINED_GRAD)
     return Plan(Subject(engine.name, b.variants, b.data, b._measured), b.units, b.stages)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a Jacobian stage checks: a variant, the part of complex values it stands for, and
+    its differentiable inputs."""
+
+    key: VariantKey
+    part: Part | None
+    diff: tuple[InputSlot, ...]
 
 
 def _plan_backward(
     b: _Builder,
-    key: str,
-    part: str | None,
-    diff: tuple[InputSlot, ...],
+    target: _Target,
     input_infos: Sequence[TensorInfo | None],
     outputs: Sequence[TensorInfo | None],
     original_outputs: Sequence[TensorInfo | None],
 ) -> None:
+    key, part, diff = target.key, target.part, target.diff
     differentiable = [o is not None and o.requires_grad for o in outputs]
     floats = [o is not None and o.is_float_or_complex for o in outputs]
     checked = tuple(
@@ -361,7 +371,8 @@ def _plan_backward(
                 b.analytical_rows(key, diff, checked[k], whole=True)[0],
             )
 
-        b.stages.append(ProjectedComparison(key, "backward", diff, checked, numerical, analytical, u, v, explain, part))
+        stage = ProjectedComparison(key, Mode.BACKWARD, diff, checked, numerical, analytical, u, v, explain, part)
+        b.stages.append(stage)
         return
     if not checked:
         numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
@@ -369,18 +380,17 @@ def _plan_backward(
         return
     numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
     analytical = tuple(b.add_all(b.analytical_rows(key, diff, o)) for o in checked)
-    b.stages.append(JacobianComparison(key, "backward", diff, checked, numerical, analytical, part))
+    b.stages.append(JacobianComparison(key, Mode.BACKWARD, diff, checked, numerical, analytical, part))
 
 
 def _plan_forward(
     b: _Builder,
-    key: str,
-    part: str | None,
-    diff: tuple[InputSlot, ...],
+    target: _Target,
     input_infos: Sequence[TensorInfo | None],
     outputs: Sequence[TensorInfo | None],
     was_complex: tuple[bool, ...],
 ) -> None:
+    key, part, diff = target.key, target.part, target.diff
     differentiable = [o is not None and o.requires_grad for o in outputs]
     floats = [o is not None and o.is_float_or_complex for o in outputs]
     infos = [input_infos[s.position] for s in diff]
@@ -406,9 +416,8 @@ def _plan_forward(
                 b.forward_columns(key, i, diff, outputs, whole=True)[0],
             )
 
-        b.stages.append(
-            ProjectedComparison(key, "forward", diff, checked, numerical, analytical, u, (), explain, part, was_complex)
-        )
+        stage = ProjectedComparison(key, Mode.FORWARD, diff, checked, numerical, analytical, u, (), explain, part)
+        b.stages.append(replace(stage, input_was_complex=was_complex))
         return
     if not any(differentiable):
         numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
@@ -417,4 +426,4 @@ def _plan_forward(
     checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if differentiable[p])
     numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
     analytical = tuple(b.add_all(b.forward_columns(key, i, diff, outputs)) for i in range(len(diff)))
-    b.stages.append(JacobianComparison(key, "forward", diff, checked, numerical, analytical, part, was_complex))
+    b.stages.append(JacobianComparison(key, Mode.FORWARD, diff, checked, numerical, analytical, part, was_complex))

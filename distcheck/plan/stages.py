@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from distcheck.kinds import Mode, Part, VariantKey
 from distcheck.plan.units import InputSlot, Unit
 
 
@@ -30,13 +31,13 @@ class JacobianComparison:
     forward column units of input i.
     """
 
-    variant: str
-    mode: str  # "backward" | "forward"
+    variant: VariantKey
+    mode: Mode
     inputs: tuple[InputSlot, ...]
     outputs: tuple[OutputInfo, ...]
     numerical: tuple[tuple[int, ...], ...]
     analytical: tuple[tuple[int, ...], ...]
-    part: str | None = None  # "real" / "imag": which part of complex outputs (backward) / inputs (forward)
+    part: Part | None = None  # which part of complex outputs (backward) / inputs (forward)
     input_was_complex: tuple[bool, ...] = ()
 
 
@@ -51,8 +52,8 @@ class ProjectedComparison:
     and run only on failure, to show the full Jacobian blocks.
     """
 
-    variant: str
-    mode: str
+    variant: VariantKey
+    mode: Mode
     inputs: tuple[InputSlot, ...]
     outputs: tuple[OutputInfo, ...]
     numerical: tuple[int, ...]
@@ -60,7 +61,7 @@ class ProjectedComparison:
     u: tuple[tuple[str, ...], ...]
     v: tuple[str, ...]
     explain: Callable[[int, int], tuple[Unit, Unit]]
-    part: str | None = None
+    part: Part | None = None
     input_was_complex: tuple[bool, ...] = ()
 
 
@@ -69,7 +70,7 @@ class ZeroNumericalJacobian:
     """A function without differentiable outputs: its numerical derivatives must vanish —
     exactly (slow mode: the Jacobian), or within ``tolerance`` (fast mode: projections)."""
 
-    variant: str
+    variant: VariantKey
     numerical: tuple[tuple[int, ...], ...]
     numels: tuple[int, ...]  # per input: rows of its Jacobian
     tolerance: float | None = None

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from distcheck.kinds import VariantKey
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -42,6 +44,6 @@ class Subject:
     """
 
     engine: str
-    variants: dict[str, Variant]
+    variants: dict[VariantKey, Variant]
     data: dict[str, Any] = field(default_factory=dict)
     costs: Any = None

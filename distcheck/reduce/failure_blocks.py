@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distcheck.kinds import Mode, Part
+
 
 @dataclass(frozen=True)
 class FailureBlocks:
     """One failed comparison: rows are input ``input_index``'s elements, columns output
-    ``output_index``'s (torch's layout). ``part``: "real" / "imag" when a complex output was
-    checked as two real functions, else None; ``mode``: "backward" or "forward"."""
+    ``output_index``'s (torch's layout). ``part``: set when a complex output was checked as
+    two real functions, else None; ``mode``: how the analytical block was computed."""
 
     output_index: int
     input_index: int
@@ -24,8 +26,8 @@ class FailureBlocks:
     analytical: np.ndarray
     atol: float
     rtol: float
-    part: str | None = None
-    mode: str = "backward"
+    part: Part | None = None
+    mode: Mode = Mode.BACKWARD
 
 
 def attach(error: Exception, blocks: FailureBlocks | None) -> Exception:

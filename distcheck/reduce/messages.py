@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distcheck.kinds import Part
 from distcheck.numerics.compare import close_mask, worst_element
 
 FAILED_NONDET_NOTE = """
@@ -33,13 +34,13 @@ def mismatch(
     atol: float,
     input_shape: tuple[int, ...],
     output_shape: tuple[int, ...],
-    part: str | None = None,
+    part: Part | None = None,
     mode: str = "",
     element: str = "outputs",
 ) -> str:
     """``Jacobian mismatch for output i with respect to input j`` with both blocks, then the
     worst element (input and output indices), the difference and the tolerance."""
-    word = {"imag": "imaginary"}.get(part, part)
+    word = "imaginary" if part == Part.IMAG else part
     prefix = f"While considering the {word} part of complex {element} only, " if part else ""
     text = (
         f"{prefix}Jacobian {mode}mismatch for output {output_index:d} with respect to input {input_index:d},\n"

@@ -10,6 +10,7 @@ import numpy as np
 
 from distcheck.engines import Engine
 from distcheck.executors.base import Results
+from distcheck.kinds import Mode
 from distcheck.numerics.compare import adjusted_atol, allclose, max_abs_difference
 from distcheck.options import CheckOptions
 from distcheck.plan.planner import Plan
@@ -62,7 +63,7 @@ class Reducer:
             raise self.fail("Forward AD gradient has dtype mismatch.")
 
     def mismatch(self, stage, a, n, k: int, i: int, atol: float) -> str:
-        forward = stage.mode == "forward"
+        forward = stage.mode == Mode.FORWARD
         was_complex = stage.input_was_complex[i] if forward else stage.outputs[k].was_complex
         return messages.mismatch(
             self.engine.format_block,
@@ -83,7 +84,7 @@ class Reducer:
 
     def jacobian_comparison(self, stage: JacobianComparison) -> None:
         numerical = jacobians.numerical(self.value, stage.numerical, [s.numel for s in stage.inputs])
-        if stage.mode == "forward":  # all forward Jacobians first, then the comparisons
+        if stage.mode == Mode.FORWARD:  # all forward Jacobians first, then the comparisons
             columns = [jacobians.forward(self.value, units) for units in stage.analytical]
             for c in columns:
                 self.check_forward_dtypes(c)
@@ -108,7 +109,7 @@ class Reducer:
     def projected_comparison(self, stage: ProjectedComparison) -> None:
         o, data = self.options, self.plan.subject.data
         projections = [self.value(unit) for unit in stage.numerical]  # [input][output position]: J u
-        if stage.mode == "forward":
+        if stage.mode == Mode.FORWARD:
             columns = [self.value(unit) for unit in stage.analytical]
             for c in columns:
                 self.check_forward_dtypes(c)
@@ -141,7 +142,7 @@ class Reducer:
 
     def blocks(self, stage, k: int, i: int, a, n) -> FailureBlocks:
         """The compared blocks, for reports (``error.blocks``)."""
-        was_complex = stage.input_was_complex[i] if stage.mode == "forward" else stage.outputs[k].was_complex
+        was_complex = stage.input_was_complex[i] if stage.mode == Mode.FORWARD else stage.outputs[k].was_complex
         part = stage.part if was_complex else None
         return FailureBlocks(k, i, n, a, self.options.atol, self.options.rtol, part, stage.mode)
 
@@ -155,7 +156,7 @@ class Reducer:
         try:
             position = stage.outputs[k].position
             n = jacobians.numerical(lambda u: results.get(u).unwrap(), [[0]], [stage.inputs[i].numel])[0][position]
-            if stage.mode == "forward":
+            if stage.mode == Mode.FORWARD:
                 a = results.get(1).unwrap().blocks[position]
             else:
                 a = results.get(1).unwrap().blocks[i]
@@ -203,7 +204,7 @@ def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]
         if not isinstance(stage, JacobianComparison):
             continue
         numerical = jacobians.numerical(value, stage.numerical, [s.numel for s in stage.inputs])
-        if stage.mode == "forward":
+        if stage.mode == Mode.FORWARD:
             columns = [jacobians.forward(value, units) for units in stage.analytical]
         else:
             rows = [jacobians.backward(value, units) for units in stage.analytical]
@@ -211,6 +212,6 @@ def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]
             for i in range(len(stage.inputs)):
                 key = (stage.variant, stage.mode)
                 found[key + ("numerical", i, k)] = numerical[i][output.position]
-                analytical = columns[i].blocks[output.position] if stage.mode == "forward" else rows[k].blocks[i]
+                analytical = columns[i].blocks[output.position] if stage.mode == Mode.FORWARD else rows[k].blocks[i]
                 found[key + ("analytical", i, k)] = analytical
     return found

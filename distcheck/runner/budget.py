@@ -23,6 +23,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 from distcheck.engines import engine_for, reference_scope
 from distcheck.plan.cost_model import best_time
@@ -32,7 +33,17 @@ RAM_FRACTION = 0.25  # default memory budget: this share of the machine's RAM
 _TIMED_FROM = 1000  # input + output elements from which the times are measured carefully
 _THREE_TIMINGS = (math.inf,) * 3  # the fastest of three (first calls may include one-off initialization)
 
-RUN, SKIP, SPLIT = "run", "skip", "split"
+
+class Decision(StrEnum):
+    """What a case's budget decides: run it whole, skip it (over the memory budget), or split it
+    into Jacobian chunks (long)."""
+
+    RUN = "run"
+    SKIP = "skip"
+    SPLIT = "split"
+
+
+RUN, SKIP, SPLIT = Decision.RUN, Decision.SKIP, Decision.SPLIT
 
 
 def machine_ram() -> int:
@@ -156,8 +167,8 @@ class Budget:
     split_seconds: float | None = None
     split_max_bytes: float = float("inf")
 
-    def decide(self, estimate: Estimate) -> tuple[str, str]:
-        """``(run | skip | split, reason)``."""
+    def decide(self, estimate: Estimate) -> tuple[Decision, str]:
+        """``(decision, reason)``."""
         if estimate.bytes > self.max_bytes:
             return SKIP, (
                 f"over the memory budget: {estimate.describe()} > --max-jacobian-mb {self.max_bytes / 2**20:,.0f}"

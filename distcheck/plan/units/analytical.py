@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distcheck.engines import Engine
+from distcheck.kinds import VariantKey
 from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.subject import Subject
 from distcheck.plan.units.slots import InputSlot, OutputSlot
@@ -32,7 +33,7 @@ class AnalyticalRows:
     with ``vector`` (a subject.data key), a single pass with that grad-output (fast mode's vᵀJ).
     """
 
-    variant: str
+    variant: VariantKey
     output: int  # the output's position among the function's outputs
     start: int
     stop: int
@@ -91,7 +92,7 @@ class ForwardColumns:
     """Forward-mode JVPs with one-hot tangents at columns ``start:stop`` of one differentiable
     input — or, with ``vector`` (a subject.data key), a single JVP along it (fast mode's J u)."""
 
-    variant: str
+    variant: VariantKey
     input: int  # index among the differentiable inputs
     diff_positions: tuple[int, ...]
     start: int

@@ -1,10 +1,11 @@
-"""Auxiliary checks: the engine's pass/raise checks beyond the Jacobian comparison."""
+"""Auxiliary checks: the engine-neutral pass/raise checks beyond the Jacobian comparison."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distcheck.engines import Engine
+from distcheck.engines import Engine, checks
+from distcheck.kinds import AuxCheck, VariantKey
 from distcheck.plan.subject import Subject
 
 
@@ -12,13 +13,12 @@ from distcheck.plan.subject import Subject
 class AuxiliaryCheck:
     """One auxiliary check on a variant; passes or raises.
 
-    ``check`` is one of ``zero_grad_output``, ``undefined_grad``, ``undefined_forward_grad``
-    (tangents: ``vectors``), ``batched_grad`` (of output ``index``, grad-outputs ``vectors``),
-    ``batched_forward_grad`` (on input ``index``, tangents ``vectors``).
+    ``undefined_forward_grad`` takes tangents (``vectors``); ``batched_grad`` grad-outputs of
+    output ``index``, ``batched_forward_grad`` tangents on input ``index`` (``vectors``).
     """
 
-    variant: str
-    check: str
+    variant: VariantKey
+    check: AuxCheck
     masked: bool = False
     index: int = 0
     vectors: tuple[str, ...] = ()
@@ -29,15 +29,16 @@ class AuxiliaryCheck:
         variant = subject.variants[self.variant]
         func, inputs = variant.func, variant.inputs
         vectors = [subject.data[key] for key in self.vectors]
-        if self.check == "zero_grad_output":
-            engine.check_zero_grad_output(func, inputs, self.masked)
-        elif self.check == "undefined_grad":
-            engine.check_undefined_grad(func, inputs)
-        elif self.check == "undefined_forward_grad":
-            engine.check_undefined_forward_grad(func, inputs, vectors)
-        elif self.check == "batched_grad":
-            engine.check_batched_grad(func, inputs, self.index, vectors)
-        elif self.check == "batched_forward_grad":
-            engine.check_batched_forward_grad(func, inputs, self.index, vectors)
-        else:
-            raise ValueError(f"unknown auxiliary check {self.check!r}")
+        match self.check:
+            case AuxCheck.ZERO_GRAD_OUTPUT:
+                checks.check_zero_grad_output(engine, func, inputs, self.masked)
+            case AuxCheck.UNDEFINED_GRAD:
+                checks.check_undefined_grad(engine, func, inputs)
+            case AuxCheck.UNDEFINED_FORWARD_GRAD:
+                checks.check_undefined_forward_grad(engine, func, inputs, vectors)
+            case AuxCheck.BATCHED_GRAD:
+                checks.check_batched_grad(engine, func, inputs, self.index, vectors)
+            case AuxCheck.BATCHED_FORWARD_GRAD:
+                checks.check_batched_forward_grad(engine, func, inputs, self.index, vectors)
+            case _:
+                raise ValueError(f"unknown auxiliary check {self.check!r}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distcheck.engines import Engine
+from distcheck.kinds import VariantKey
 from distcheck.numerics.finite_differences import jacobian_columns, wirtinger_derivative
 from distcheck.plan.subject import Subject
 from distcheck.plan.units.slots import OutputSlot
@@ -29,7 +30,7 @@ class NumericalColumns:
     ``(stop - start, output numel)``: input elements down, output elements across.
     """
 
-    variant: str
+    variant: VariantKey
     position: int  # the input's position in the variant's inputs
     start: int
     stop: int
@@ -73,7 +74,7 @@ class NumericalProjection:
     conjugate Wirtinger derivative). Returns one flat vector per output (None where not checked).
     """
 
-    variant: str
+    variant: VariantKey
     position: int
     vectors: tuple[str, ...]  # subject.data keys: (ur,) or (ur, ui)
     eps: float
