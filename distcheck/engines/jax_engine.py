@@ -79,6 +79,13 @@ def _is_inexact(dtype: Any) -> bool:
     return bool(jnp.issubdtype(dtype, jnp.inexact))
 
 
+def _values_dtype(dtype: Any) -> np.dtype:
+    """The numpy dtype the checker sees: JAX's bfloat16 (an ml_dtypes type numpy does not compute
+    with) is checked at float32."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if _is_inexact(dtype) and dtype.kind not in "fc" else dtype
+
+
 class _Restricted:
     """``func`` as a function of the inputs at ``positions`` (the others held), giving the outputs
     at ``selected`` (all outputs when None): what ``jax.vjp`` / ``jax.jvp`` differentiate."""
@@ -105,22 +112,14 @@ class JaxEngine(Engine):
         return isinstance(value, jax.Array)
 
     def info(self, value: Any, func: Callable | None = None, position: int | None = None) -> TensorInfo:
-        dtype = np.dtype(value.dtype)
-        inexact = _is_inexact(dtype)
+        dtype = _values_dtype(value.dtype)
         if position is not None and dtype in (np.float32, np.complex64) and not jax.config.jax_enable_x64:
             warnings.warn(X64_OFF, stacklevel=2)
-        return TensorInfo(
-            shape=tuple(value.shape),
-            dtype=dtype,
-            dtype_name=f"jax.{dtype.name}",
-            is_complex=dtype.kind == "c",
-            is_floating=inexact and dtype.kind != "c",
-            requires_grad=inexact,
-            is_double=dtype in (np.float64, np.complex128),
-        )
+        return TensorInfo.of(value.shape, dtype, f"jax.{np.dtype(value.dtype).name}", _is_inexact(value.dtype))
 
     def to_numpy(self, value: Any) -> np.ndarray:
-        return np.array(value, copy=True)
+        values = np.array(value, copy=True)
+        return values.astype(_values_dtype(values.dtype), copy=False)
 
     def from_numpy(self, array: np.ndarray, like: Any) -> Any:
         return jnp.asarray(array, dtype=like.dtype)
