@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from distcheck.engines.base import Engine, TensorInfo
+from distcheck.engines.registry import get_engine
 from distcheck.engines.tuples import as_tuple
 from distcheck.engines.wording import Wording
 from distcheck.errors import GradcheckError
@@ -202,13 +203,7 @@ class JaxEngine(Engine):
         return unit_vectors(numels, dtypes)
 
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
-        made = []
-        for shape, dtype in zip(shapes, dtypes):
-            values = np.random.standard_normal(shape)
-            if np.dtype(dtype).kind == "c":
-                values = values + 1j * np.random.standard_normal(shape)
-            made.append(np.asarray(values, dtype=dtype))
-        return made
+        return get_engine("numpy").random_normal(shapes, dtypes)  # numpy's global RNG, as torch.randn_like draws
 
     def random_grad_outputs(self, outputs: Sequence[Any], noncontiguous: bool) -> tuple:
         """Uniform in [-1, 1) from numpy's global RNG (JAX arrays have no strides: ``noncontiguous``

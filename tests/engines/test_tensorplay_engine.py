@@ -29,7 +29,7 @@ from distcheck.engines import get_engine  # noqa: E402
 from distcheck.engines.tensorplay_engine import ComplexOutputPart, GradOfOutputs  # noqa: E402
 from distcheck.errors import EngineCapabilityError  # noqa: E402
 from tests.catalogue import tensorplay_functions as tpf  # noqa: E402
-from tests.catalogue.twins import TwinCase, custom, maker, values  # noqa: E402
+from tests.catalogue.twins import SHARED_CORRECT, SHARED_GRADGRAD, SHARED_WRONG, TwinCase, custom, maker, values  # noqa: E402
 from tests.catalogue.twins import run_twin as run_either  # noqa: E402
 from tests.parity.runner import Outcome  # noqa: E402
 
@@ -44,7 +44,7 @@ def _f(name):
 NO_UNDEFINED = {"check_undefined_grad": False}
 
 CORRECT = [
-    TwinCase("sin", lambda lib, t: (lib.sin, (t(3, 4),))),
+    *SHARED_CORRECT,
     TwinCase("exp_mul_broadcast", lambda lib, t: (lambda x, y: x.exp() * y, (t(3, 4), t(4, seed=1)))),
     TwinCase("mul", lambda lib, t: (lambda x, y: x * y, (t(3), t(3, seed=1)))),
     # tensorplay's matmul/sum(dim)/mean(dim)/conv2d/linear backward cannot take undefined grads
@@ -63,95 +63,25 @@ CORRECT = [
     TwinCase("softmax", lambda lib, t: (lambda x: x.softmax(-1), (t(3, 4),))),
     TwinCase("log_softmax", lambda lib, t: (lambda x: _f("log_softmax")(lib)(x, dim=0), (t(3, 4),))),
     TwinCase("cumsum", lambda lib, t: (lambda x: x.cumsum(0), (t(5),))),
-    TwinCase("prod", lambda lib, t: (lib.prod, (t(5, offset=0.5),))),
     TwinCase("sort_values_and_indices", lambda lib, t: (lambda x: lib.sort(x, dim=1), (t(3, 4),))),
     TwinCase("max_dim", lambda lib, t: (lambda x: lib.max(x, dim=0), (t(3, 4),))),
-    TwinCase("two_outputs", lambda lib, t: (lambda x, y: (x * y, x + y), (t(3), t(3, seed=1)))),
-    TwinCase("integer_output_last", lambda lib, t: (lambda x: (x * 2, x.argmax()), (t(4),))),
-    TwinCase("scalar_output", lambda lib, t: (lambda x: (x**2).sum(), (t(3, 2),))),
-    TwinCase("zero_dim_input", lambda lib, t: (lambda x: x.sin() * 3, (t(),))),
     TwinCase("non_contiguous_input", lambda lib, t: (lambda x: x.exp(), (t(4, 3, transposed=True),))),
-    TwinCase("non_tensor_argument", lambda lib, t: (lambda x, k: x.pow(k), (t(3), 3))),
     TwinCase("input_without_grad", lambda lib, t: (lambda x, n: x * n, (t(3), t(3, seed=1, requires_grad=False)))),
-    TwinCase("unused_input", lambda lib, t: (lambda x, y: x * 2, (t(3), t(2, seed=1)))),
     TwinCase("no_differentiable_output", lambda lib, t: (lambda x: (x > 0).double(), (t(4),))),
-    # complex: tensorplay's own gradcheck fails z*z and sin(z) with more than one output element
-    TwinCase("complex_mul_many_elements", lambda lib, t: (lambda z: z * z, (t(12, dtype="complex128"),))),
-    TwinCase("complex_sin_many_elements", lambda lib, t: (lib.sin, (t(3, 4, dtype="complex128"),))),
     TwinCase("complex_two_outputs", lambda lib, t: (lambda z: (z * z, z * 3), (t(3, dtype="complex128"),))),
     TwinCase("real_to_complex", lambda lib, t: (lambda x: lib.complex(x, x * x), (t(4),))),
-    TwinCase("real_to_complex_custom", lambda lib, t: (custom(lib, "RealToComplex"), (t(4),))),
     TwinCase("real_to_complex_fft", lambda lib, t: (lib.fft.fft, (t(5),)), options=NO_UNDEFINED),
-    TwinCase("real_and_complex_inputs", lambda lib, t: (lambda z, x: z * x, (t(3, dtype="complex128"), t(3, seed=1)))),
-    TwinCase(
-        "real_and_complex_inputs_custom",
-        lambda lib, t: (custom(lib, "ComplexTimesReal"), (t(3, dtype="complex128"), t(3, seed=1))),
-    ),
-    TwinCase("complex_to_real_abs", lambda lib, t: (lib.abs, (t(4, dtype="complex128"),))),
-    TwinCase(
-        "nondet_backward_with_tol", lambda lib, t: (custom(lib, "NoisyBackward"), (t(3),)), options={"nondet_tol": 1e-6}
-    ),
     TwinCase(
         "undefined_grad_unchecked", lambda lib, t: (custom(lib, "NoUndefinedGrad"), (t(3),)), options=NO_UNDEFINED
     ),
-    TwinCase(
-        "custom_tolerances", lambda lib, t: (custom(lib, "WrongScale"), (t(3),)), options={"rtol": 0.05, "atol": 1e-2}
-    ),
-    TwinCase("check_grad_dtypes_ok", lambda lib, t: (lib.tanh, (t(3),)), options={"check_grad_dtypes": True}),
 ]
 
 WRONG = [
-    TwinCase(name, build, torch_says="GradcheckError", **kw)
-    for name, build, kw in [
-        ("wrong_scale", lambda lib, t: (custom(lib, "WrongScale"), (t(3, 4),)), {}),
-        ("one_wrong_element", lambda lib, t: (custom(lib, "OneWrongElement"), (t(2, 3),)), {}),
-        ("transposed", lambda lib, t: (custom(lib, "Transposed"), (t(3, 3), t(3, 3, seed=1))), {}),
-        ("nondet_backward", lambda lib, t: (custom(lib, "NoisyBackward"), (t(3),)), {}),
-        ("undefined_grad_raises", lambda lib, t: (custom(lib, "NoUndefinedGrad"), (t(3),)), {}),
-        (
-            "missing_conjugate",
-            lambda lib, t: (
-                custom(lib, "MissingConjugate"),
-                (t(3, dtype="complex128"), t(3, dtype="complex128", seed=1)),
-            ),
-            {},
-        ),
-        ("wrong_second_output", lambda lib, t: (custom(lib, "WrongSecondOutput"), (t(3),)), {}),
-        ("zero_grad_not_zero", lambda lib, t: (custom(lib, "IgnoresZeroGrad"), (t(3),)), {}),
-        ("wrong_real_to_complex", lambda lib, t: (custom(lib, "WrongRealToComplex"), (t(3),)), {}),
-        ("wrong_imaginary_part", lambda lib, t: (custom(lib, "WrongImaginaryPart"), (t(3, dtype="complex128"),)), {}),
-        ("wrong_second_input", lambda lib, t: (custom(lib, "WrongSecondInput"), (t(3), t(3, seed=1))), {}),
-        (
-            "wrong_real_input_of_complex",
-            lambda lib, t: (custom(lib, "WrongRealInputOfComplex"), (t(3, dtype="complex128"), t(3, seed=1))),
-            {},
-        ),
-        # complex functions get the reentrancy and zero-grad checks too (tensorplay's own skips them)
-        (
-            "complex_nondet_backward",
-            lambda lib, t: (custom(lib, "NoisyComplexBackward"), (t(3, dtype="complex128"),)),
-            {"options": {"atol": 1e-2}},
-        ),
-        (
-            "complex_zero_grad_not_zero",
-            lambda lib, t: (custom(lib, "ComplexIgnoresZeroGrad"), (t(3, dtype="complex128"),)),
-            {},
-        ),
-        (
-            "wrong_on_non_contiguous_input",
-            lambda lib, t: (custom(lib, "WrongScale"), (t(4, 3, transposed=True),)),
-            {},
-        ),
-        ("numerical_not_zero", lambda lib, t: (lambda x: x.detach() * 2, (t(3),)), {}),
-        ("float32_input", lambda lib, t: (lambda x: x * 2, (t(3, dtype="float32"),)), {}),
-    ]
-] + [
+    *SHARED_WRONG,
     TwinCase(
-        "shape_changes_under_perturbation",
-        lambda lib, t: (lambda x: x[x > 0.5] * 2, (lib.tensor(np.array([0.1, 0.5, 0.9])).requires_grad_(),)),
-        torch_says="AssertionError",
+        "undefined_grad_raises", lambda lib, t: (custom(lib, "NoUndefinedGrad"), (t(3),)), torch_says="GradcheckError"
     ),
-    TwinCase("user_function_raises", lambda lib, t: (tpf.raises_value_error, (t(3),)), torch_says="ValueError"),
+    TwinCase("numerical_not_zero", lambda lib, t: (lambda x: x.detach() * 2, (t(3),)), torch_says="GradcheckError"),
     TwinCase("no_input_requires_grad", lambda lib, t: (lib.sin, (t(3, requires_grad=False),)), torch_says="ValueError"),
     TwinCase(
         "expanded_input",
@@ -161,28 +91,11 @@ WRONG = [
 ]
 
 GRADGRAD = [
-    TwinCase("gg_sin", lambda lib, t: (lib.sin, (t(3, 2),)), kind="gradgrad"),
+    *SHARED_GRADGRAD,
     TwinCase(
         "gg_matmul", lambda lib, t: (lib.matmul, (t(3, 4), t(4, 2, seed=1))), kind="gradgrad", options=NO_UNDEFINED
     ),
     TwinCase("gg_softmax", lambda lib, t: (lambda x: x.softmax(0), (t(4),)), kind="gradgrad"),
-    TwinCase("gg_complex_mul", lambda lib, t: (lambda z: z * z, (t(3, dtype="complex128"),)), kind="gradgrad"),
-    TwinCase("gg_complex", lambda lib, t: (lambda z: z * z.sin(), (t(3, dtype="complex128"),)), kind="gradgrad"),
-    TwinCase("gg_two_outputs", lambda lib, t: (lambda x: (x.exp(), x * x), (t(3),)), kind="gradgrad"),
-    TwinCase(
-        "gg_given_grad_outputs",
-        lambda lib, t: (lambda x: x.sin() * x, (t(3),), {"grad_outputs": (t(3, seed=7),)}),
-        kind="gradgrad",
-    ),
-    TwinCase(
-        "gg_wrong_second_order",
-        lambda lib, t: (custom(lib, "WrongSecondOrder"), (t(3),)),
-        kind="gradgrad",
-        torch_says="GradcheckError",
-    ),
-    # gradgradcheck checks the backward's own derivative: a wrong but differentiable backward passes
-    TwinCase("gg_wrong_first_order_passes", lambda lib, t: (custom(lib, "WrongScale"), (t(3),)), kind="gradgrad"),
-    TwinCase("gg_linear_is_zero", lambda lib, t: (lambda x: x * 3, (t(3),)), kind="gradgrad"),
 ]
 
 UNDEFINED = (
