@@ -30,9 +30,11 @@ What a torch user must know to read JAX through distcheck (each point verified o
 - **x64.** JAX computes in float32 unless ``jax.config.update("jax_enable_x64", True)`` ran at
   startup. distcheck never changes that on the caller's process: with x64 off the inputs are
   float32, checked as torch checks float32 inputs (they warn, and usually fail at the default
-  eps/atol), and a warning names the switch. A worker process (Ray) is distcheck's: it is put
-  in the driver's mode before the inputs arrive (:meth:`JaxEngine.apply_process_settings`),
-  since a float64 array unpickled without x64 silently becomes float32.
+  eps/atol), and a warning names the switch. The mode is per process, and a float64 array
+  unpickled in a process without x64 silently becomes float32: on Ray, turn x64 on in the module
+  that defines the checked function (a worker imports it, unpickling the function, before it
+  rebuilds the inputs). ``jax.custom_vjp`` objects do not unpickle: call them from a
+  module-level function.
 - **Threads.** XLA's CPU thread pool is sized when the backend starts: :meth:`JaxEngine.threads`
   changes nothing.
 """
@@ -216,7 +218,7 @@ class JaxEngine(Engine):
             made.append(self.from_numpy(values, like=o))
         return tuple(made)
 
-    # -- messages, threads, worker processes
+    # -- messages, threads
 
     def format_block(self, block: np.ndarray) -> str:
         body = np.array2string(block, separator=", ", prefix="Array(", threshold=1000, edgeitems=3)
@@ -224,14 +226,5 @@ class JaxEngine(Engine):
 
     @contextlib.contextmanager
     def threads(self, n: int) -> Iterator[None]:
+        """Nothing to do: XLA sizes its CPU pool once, when the backend starts."""
         yield
-
-    def process_settings(self) -> dict[str, bool]:
-        """What a worker process must share with the driver before it rebuilds JAX inputs."""
-        return {"jax_enable_x64": bool(jax.config.jax_enable_x64)}
-
-    def apply_process_settings(self, settings: dict[str, bool] | None) -> None:
-        """Put this (worker) process in the driver's x64 mode; a float64 array unpickled without
-        x64 silently becomes float32."""
-        if settings and bool(jax.config.jax_enable_x64) != settings["jax_enable_x64"]:
-            jax.config.update("jax_enable_x64", settings["jax_enable_x64"])
