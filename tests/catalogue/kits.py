@@ -32,13 +32,6 @@ class Kit:
     def item(self, x) -> float:
         return x.item()
 
-    def tensor(self, values: np.ndarray, requires_grad: bool = True, transposed: bool = False) -> Any:
-        """A leaf tensor holding a copy of ``values`` (transposed: a transposed view of it)."""
-        x = self.lib.tensor(np.array(values, copy=True))
-        if transposed:
-            x = x.t()
-        return x.requires_grad_() if requires_grad else x
-
     def published(self, name: str) -> Any:
         """The catalogue entry ``name`` as this library's object (a Function class or a function)."""
         if name not in self._built:
@@ -70,6 +63,13 @@ class AutogradFunctionKit(Kit):
 
     def function(self, name: str) -> Callable:
         return self.published(name).apply
+
+    def tensor(self, values: np.ndarray, requires_grad: bool = True, transposed: bool = False) -> Any:
+        """A leaf tensor holding a copy of ``values`` (transposed: a transposed view of it)."""
+        x = self.lib.tensor(np.array(values, copy=True))
+        if transposed:
+            x = x.t()
+        return x.requires_grad_() if requires_grad else x
 
     def all_zero(self, g):
         return (g == 0).all().to(g.dtype)
