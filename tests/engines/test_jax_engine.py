@@ -12,6 +12,9 @@ Ray: tests/executors/test_jax_ray.py.
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -263,6 +266,31 @@ def test_check_grads_cannot_check_a_custom_vjp_in_its_default_modes():
         with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
             check_grads(jf.WrongScale, (x,), order=1, modes=modes)
     assert not distcheck.gradcheck(jf.WrongScale, (x,), raise_exception=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# JAX semantics the README states
+
+
+def test_randomness_jax_random_is_deterministic_host_noise_is_not_unless_jitted():
+    x = maker(jnp)(3)
+    assert distcheck.gradcheck(lambda x: x * jax.random.normal(jax.random.key(0), x.shape), (x,))
+    assert not distcheck.gradcheck(jf.NoisyBackward, (x,), raise_exception=False)  # a new draw per VJP call
+    assert distcheck.gradcheck(jax.jit(jf.NoisyBackward), (x,))  # the draw is a constant of the trace
+
+
+def test_custom_vjp_objects_do_not_unpickle_and_float64_needs_x64_where_it_is_unpickled():
+    from ray import cloudpickle
+
+    with pytest.raises(TypeError):
+        cloudpickle.loads(cloudpickle.dumps(jf.WrongScale))
+    script = (
+        "import pickle, sys, jax; a = pickle.loads(sys.stdin.buffer.read()); print(a.dtype, float(a[0]) == 1 + 2**-40)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=pickle.dumps(jnp.asarray([1 + 2**-40])), capture_output=True, check=True
+    )
+    assert done.stdout.split() == [b"float32", b"False"]  # silently rounded: x64 is off in that process
 
 
 # ---------------------------------------------------------------------------------------------
