@@ -8,7 +8,7 @@ import torch
 
 import distcheck
 from distcheck.engines import get_engine
-from tests.parity.torch_functions import WrongScale
+from tests.catalogue.torch_functions import WrongScale
 
 ENGINE = get_engine("torch")
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tests.parity import torch_functions as tf
+from tests.catalogue import torch_functions as tf
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import distcheck
-from tests.parity.torch_functions import MissingConjugate, NoisyBackward
+from tests.catalogue.torch_functions import MissingConjugate, NoisyBackward
 from tests.runner.fake_suite import FUNCTIONS
 
 

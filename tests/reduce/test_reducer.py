@@ -8,7 +8,7 @@ from distcheck.options import CheckOptions
 from distcheck.plan.stages import JacobianComparison
 from distcheck.plan.units import UnitResult
 from distcheck.reduce.reducer import reduce
-from tests.parity import torch_functions as tf
+from tests.catalogue import torch_functions as tf
 
 
 def _x(*shape):

@@ -13,7 +13,7 @@ import time
 import torch
 
 from distcheck.suites.declare import Op, declare_suite
-from tests.parity.torch_functions import WrongScale
+from tests.catalogue.torch_functions import WrongScale
 
 SLEEP = 30.0
 

@@ -8,9 +8,15 @@ the same names (tensorplay mirrors torch's API).
 - ``helpers.py``: tensorplay versions of the helpers that do not translate as they are;
 - ``convert.py``: sample values from torch to tensorplay, through numpy;
 - ``calls.py``: a converted sample as gradcheck inputs and a checked function;
-- ``fingerprint.py``: fingerprints of converted samples.
+- ``fingerprint.py``: fingerprints of converted samples;
+- ``lapack.py``: tensorplay's LAPACK pinned to numpy's (scipy, imported by torch's OpInfo, would
+  otherwise be taken).
 """
 
-from distcheck.suites.tensorplay_opinfo.suite import TensorplayOpInfoSuite
+from distcheck.suites.tensorplay_opinfo.lapack import prefer_numpys_lapack
+
+prefer_numpys_lapack()
+
+from distcheck.suites.tensorplay_opinfo.suite import TensorplayOpInfoSuite  # noqa: E402
 
 __all__ = ["TensorplayOpInfoSuite"]
