@@ -19,6 +19,7 @@ _ENGINES = {
     "torch": ("distcheck.engines.torch_engine", "TorchEngine", "torch", "Tensor"),
     "tensorplay": ("distcheck.engines.tensorplay_engine", "TensorplayEngine", "tensorplay", "Tensor"),
     "numpy": ("distcheck.engines.numpy_engine", "NumpyEngine", "numpy", "ndarray"),
+    "jax": ("distcheck.engines.jax_engine", "JaxEngine", "jax", "Array"),
 }
 _loaded: dict[str, Engine] = {}
 
@@ -58,7 +59,7 @@ def engine_for(func: Callable, inputs: tuple) -> Engine:
     if not found:
         raise ValueError(
             "gradcheck expects at least one input tensor to require gradient, but none of the inputs "
-            "is a tensor (torch.Tensor, tensorplay.Tensor or numpy.ndarray)"
+            "is a tensor (torch.Tensor, tensorplay.Tensor, jax.Array or numpy.ndarray)"
         )
     if len(found) == 1:
         return get_engine(next(iter(found)))

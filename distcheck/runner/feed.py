@@ -144,14 +144,14 @@ class WorkQueue:
     def take(self, runner: int, finished: int | None = None) -> Item | str | None:
         """The next item for ``runner`` (which has finished item ``finished``); :data:`WAIT` if
         there is none now but runners still hold work that may add some; None when all is done
-        (or while paused: the runner stops)."""
+        (or while paused, unless a costly case is left: the runner stops)."""
         if finished is not None:
             self._held.pop(finished, None)
-        if self._paused:
+        if self._paused and not self._costly:
             self._runners.discard(runner)
             return None
         self._runners.add(runner)
-        item = self._next()
+        item = self._next_costly() if self._paused else self._next()
         if item is None:
             if self._closed and not self._held:
                 self._runners.discard(runner)
@@ -178,17 +178,16 @@ class WorkQueue:
 
     def pause(self, paused: bool) -> None:
         """While paused, runners that ask for work stop instead (their CPUs go to the chunks of
-        split cases, which are cut for every worker of the cluster)."""
+        split cases, which are cut for every worker of the cluster) — but for the costly cases:
+        those are the ones that may be split cases too, and a runner that takes one finds out
+        at once (its estimate), so that split cases run together instead of one after another."""
         self._paused = paused
 
     def _next(self) -> Item | None:
         if self._front:
             return self._front.popleft()
         if self._costly:
-            case = heapq.heappop(self._costly)[2]
-            if self._durations is not None and case.group not in self._counted:
-                self._remaining -= self._rule.seconds(case) or 0.0
-            return Item(next(self._ids), cases=(case,))
+            return self._next_costly()
         if self._groups:
             group = self._groups.popleft()
             if self._durations is None:
@@ -210,6 +209,12 @@ class WorkQueue:
         if self._durations is not None and first.group not in self._counted:
             self._remaining -= sum(rule.seconds(case) or 0.0 for case in batch)
         return Item(next(self._ids), cases=tuple(batch))
+
+    def _next_costly(self) -> Item:
+        case = heapq.heappop(self._costly)[2]
+        if self._durations is not None and case.group not in self._counted:
+            self._remaining -= self._rule.seconds(case) or 0.0
+        return Item(next(self._ids), cases=(case,))
 
     def _batch_seconds(self) -> float:
         return max(MIN_BATCH_SECONDS, self._remaining / (GUIDE * self._workers))

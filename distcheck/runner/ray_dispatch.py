@@ -410,7 +410,8 @@ class _Run:
 
     def start_split(self, case: CaseInfo) -> None:
         """Start a coordinator for ``case``; runners stop as they finish their items, so that the
-        chunks (cut for every worker of the cluster) get the CPUs."""
+        chunks (cut for every worker of the cluster) get the CPUs — except to take costly cases,
+        which may be split cases too (see ``WorkQueue.pause``)."""
         generator = self.split_task.remote(self.d.suite, case.id, case.fingerprint, self.d.split_budget)
         self.splits[generator] = _Split(case)
         if not self.paused:

@@ -17,7 +17,6 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import distcheck  # noqa: E402
-from distcheck.engines import registry  # noqa: E402
 from distcheck.executors.ray_executor import RayExecutor  # noqa: E402
 from distcheck.executors.serial import SerialExecutor  # noqa: E402
 from distcheck.options import CheckOptions  # noqa: E402
@@ -27,9 +26,6 @@ from tests.executors.test_ray_executor import Pieces, _jacobians, _same, _unit_o
 
 # Ray starts its processes after JAX has started its threads: harmless here (the children exec)
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
-
-# TEMP until distcheck/engines/registry.py lists the JAX engine (workers import this module too)
-registry._ENGINES.setdefault("jax", ("distcheck.engines.jax_engine", "JaxEngine", "jax", "Array"))
 
 
 def sin_times(x, y):

@@ -101,6 +101,18 @@ def test_paused_runners_stop_and_resume_takes_work_again():
     assert _name(queue.take(0)) == ["a0"]
 
 
+def test_paused_runners_still_take_costly_cases():
+    """A split case pauses the runners; the other costly cases may be split cases too: handed
+    out all the same, they are found (and coordinated) at once, not one split after another."""
+    queue = _queue()
+    queue.put([_case("a", 0), _case("b", 0, cost=5000), _case("b", 1, cost=9000)])
+    queue.pause(True)
+    assert [_name(queue.take(0)), _name(queue.take(1))] == [["b1"], ["b0"]]
+    assert queue.take(0) is None  # only batches left: the runner stops
+    queue.pause(False)
+    assert _name(queue.take(0)) == ["a0"]
+
+
 def test_durations_order_groups_longest_first(tmp_path):
     report = tmp_path / "report.json"
     report.write_text(
