@@ -105,20 +105,22 @@ class _Restricted:
 
 
 class JaxEngine(Engine):
+    """``jax.Array`` inputs, checked with torch's semantics (see the module's docstring)."""
+
     name = "jax"
     error_class = JaxGradcheckError
     wording = JaxWording()
 
     # -- describe and convert
 
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, jax.Array)
-
     def info(self, value: Any, func: Callable | None = None, position: int | None = None) -> TensorInfo:
         dtype = _values_dtype(value.dtype)
         if position is not None and dtype in (np.float32, np.complex64) and not jax.config.jax_enable_x64:
             warnings.warn(X64_OFF, stacklevel=2)
         return TensorInfo.of(value.shape, dtype, f"jax.{np.dtype(value.dtype).name}", _is_inexact(value.dtype))
+
+    def is_tensor(self, value: Any) -> bool:  # jax tracers too (vmapped closures, gradgradcheck's function)
+        return isinstance(value, jax.Array)
 
     def to_numpy(self, value: Any) -> np.ndarray:
         values = np.array(value, copy=True)

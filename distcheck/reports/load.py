@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distcheck.runner.records import CaseRecord
-from distcheck.suites.base import CaseId, UsageError
+from distcheck.suites.base import CaseId, UsageError, read_json
 
 
 class LoadError(UsageError):
@@ -63,13 +63,7 @@ def _records(items, where: str) -> list[CaseRecord]:
 
 
 def _report(path: str) -> LoadedRun:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError) as e:
-        raise LoadError(f"cannot read {path}: {e}") from None
-    except json.JSONDecodeError as e:
-        raise LoadError(f"{path} is not JSON: {e}") from None
+    data = read_json(path, error=LoadError)
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise LoadError(f'{path} is not a distcheck report (no "cases" list)')
     return LoadedRun(path, dict(data.get("summary") or {}), _records(data["cases"], path))

@@ -9,12 +9,11 @@ that group only.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from distcheck.suites.base import CaseId, CaseInfo, GroupInfo, UsageError
+from distcheck.suites.base import CaseId, CaseInfo, GroupInfo, UsageError, read_json
 
 COSTLY = 1000  # a cost hint (slow mode: input elements) from which a case goes alone
 COSTLY_SECONDS = 1.0  # a recorded duration from which a case goes alone
@@ -99,13 +98,7 @@ def load_durations(path: str) -> Durations:
     line) for anything else."""
     if os.path.isdir(path):
         path = os.path.join(path, "report.json")
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except OSError as e:
-        raise UsageError(f"--durations: cannot read {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"--durations: {path} is not JSON ({e.msg}, line {e.lineno})") from None
+    data = read_json(path, "--durations: ")
     if isinstance(data, dict) and isinstance(data.get("cases"), list):
         seconds = {c["id"]: c["seconds"] for c in data["cases"] if isinstance(c, dict) and "id" in c and "seconds" in c}
     elif isinstance(data, dict) and all(isinstance(v, (int, float)) for v in data.values()):

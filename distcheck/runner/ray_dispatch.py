@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
 GROUP_SHARE = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
+_ENDED = object()  # a generator's task has ended (see _Run.message)
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
 
 
@@ -294,16 +295,25 @@ class _Run:
             else:
                 self.receive_runner(generator)
 
+    @staticmethod
+    def message(generator: ray.ObjectRefGenerator, table: dict) -> tuple[object, RayError | None]:
+        """The generator's next message, or :data:`_ENDED` (its task ended: it leaves ``table``)
+        with the error that ended it, if one did."""
+        try:
+            return ray.get(next(generator)), None
+        except StopIteration:
+            del table[generator]
+            return _ENDED, None
+        except RayError as e:
+            del table[generator]
+            return _ENDED, e
+
     def receive_runner(self, generator: ray.ObjectRefGenerator) -> None:
         runner = self.runners[generator]
-        try:
-            events = ray.get(next(generator))
-        except StopIteration:
-            del self.runners[generator]
-            return
-        except RayError as e:  # the worker died in one of the unreported cases (or listing)
-            del self.runners[generator]
-            self.lost(runner, classify(e))
+        events, error = self.message(generator, self.runners)
+        if events is _ENDED:
+            if error is not None:  # the worker died in one of the unreported cases (or listing)
+                self.lost(runner, classify(error))
             return
         runner.since = time.monotonic()
         self.losses = 0
@@ -427,14 +437,10 @@ class _Run:
 
     def receive_split(self, generator: ray.ObjectRefGenerator) -> None:
         split = self.splits[generator]
-        try:
-            message = ray.get(next(generator))
-        except StopIteration:
-            del self.splits[generator]
-            return
-        except RayError as e:
-            del self.splits[generator]
-            self.sink.emit([CaseRecord(split.case.id, ERROR, f"the split case stopped: {e}", 0.0, 1)])
+        message, error = self.message(generator, self.splits)
+        if message is _ENDED:
+            if error is not None:
+                self.sink.emit([CaseRecord(split.case.id, ERROR, f"the split case stopped: {error}", 0.0, 1)])
             return
         if message is None:
             split.since = time.monotonic()

@@ -35,17 +35,8 @@ from typing import Protocol
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
 from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord
-from distcheck.suites.base import (
-    CHECK_KINDS,
-    RUN,
-    CaseInfo,
-    GroupInfo,
-    Selection,
-    Suite,
-    UsageError,
-    enumerate_cases,
-    is_grouped,
-)
+from distcheck.suites import CHECK_KINDS
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 

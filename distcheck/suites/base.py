@@ -19,6 +19,7 @@ A suite without ``groups`` / ``list_group`` is enumerated whole by :meth:`Suite.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,18 @@ RUN, SKIPPED, XFAIL, ERROR = "run", "skipped", "xfail", "error"
 
 class UsageError(ValueError):
     """A bad suite, check, dtype or op name (the command line reports it, exit status 2)."""
+
+
+def read_json(path: str, what: str = "", error: type[UsageError] = UsageError) -> Any:
+    """The JSON in the file at ``path``; ``error`` (one line, after ``what``) if it cannot be
+    read or is not JSON (reports, durations files and recordings are all read this way)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{what}cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{what}{path} is not JSON ({e.msg}, line {e.lineno})") from None
 
 
 @dataclass(frozen=True)

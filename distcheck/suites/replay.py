@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,21 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from distcheck.engines.numpy_engine import numpy_function
-from distcheck.suites.base import (
-    CHECK_KINDS,
-    ERROR,
-    RUN,
-    SKIPPED,
-    XFAIL,
-    BuiltCase,
-    CaseId,
-    CaseInfo,
-    CheckCall,
-    GroupInfo,
-    Selection,
-    UsageError,
-    enumerate_cases,
-)
+from distcheck.suites import BuiltCase, CaseId, CaseInfo, CheckCall, GroupInfo, Selection, UsageError, enumerate_cases
+from distcheck.suites.base import CHECK_KINDS, ERROR, RUN, SKIPPED, XFAIL, read_json
 
 # input elements of a split case's function: with its one output, at least the 1,000 elements
 # from which the budget estimate takes the fastest of three timed evaluations (one evaluation,
@@ -138,14 +124,7 @@ def parse(report: dict, source: str = "report") -> Recording:
 @functools.cache
 def load(path: str) -> Recording:
     """The recording in the report at ``path``, read once per process."""
-    try:
-        with open(path) as f:
-            report = json.load(f)
-    except OSError as e:
-        raise UsageError(f"cannot read the report to replay: {e}") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}: not JSON ({e})") from None
-    return parse(report, path)
+    return parse(read_json(path, "the report to replay: "), path)
 
 
 def _double(x):
