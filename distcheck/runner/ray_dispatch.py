@@ -38,6 +38,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import threading
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
+SPLITS_AT_ONCE = 2  # coordinators running at once, at least (a cluster of P workers: P / 8)
 GROUP_SHARE = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
 _ENDED = object()  # a generator's task has ended (see _Run.message)
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
@@ -248,6 +250,8 @@ class _Run:
         self.split_task = run_split.options(runtime_env=env)
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
+        self.waiting: collections.deque[CaseInfo] = collections.deque()  # split cases not started yet
+        self.max_splits = max(SPLITS_AT_ONCE, dispatcher.workers // 8)
         self.next_runner = 0
         self.paused = False  # runners stop while split cases run
         self.losses = 0  # runners lost since the last message of any runner
@@ -255,7 +259,9 @@ class _Run:
     def loop(self) -> None:
         try:
             self.top_up()
-            while not self.d.stop.is_set() and (self.runners or self.splits or not self.enumeration.over):
+            while not self.d.stop.is_set() and (
+                self.runners or self.splits or self.waiting or not self.enumeration.over
+            ):
                 self.feed()
                 self.receive()
                 self.enforce_timeouts(time.monotonic())
@@ -419,17 +425,29 @@ class _Run:
         self.next_runner += 1
 
     def start_split(self, case: CaseInfo) -> None:
-        """Start a coordinator for ``case``; runners stop as they finish their items, so that the
-        chunks (cut for every worker of the cluster) get the CPUs — except to take costly cases,
-        which may be split cases too (see ``WorkQueue.pause``)."""
-        generator = self.split_task.remote(self.d.suite, case.id, case.fingerprint, self.d.split_budget)
-        self.splits[generator] = _Split(case)
+        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once); runners
+        stop as they finish their items, so that the chunks (cut for every worker of the cluster)
+        get the CPUs — except to take costly cases, which may be split cases too (see
+        ``WorkQueue.pause``)."""
+        self.waiting.append(case)
+        self.start_waiting()
         if not self.paused:
             self.paused = True
             self.queue.pause.remote(True)
 
+    def start_waiting(self) -> None:
+        """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
+        Jacobians for every worker, so a few fill the cluster; more would only add processes
+        (a coordinator loads the suite and assembles whole Jacobians on CPUs Ray does not count:
+        twelve at once on 2 cores made the slow grad suite 1.5× slower)."""
+        while self.waiting and len(self.splits) < self.max_splits:
+            case = self.waiting.popleft()
+            generator = self.split_task.remote(self.d.suite, case.id, case.fingerprint, self.d.split_budget)
+            self.splits[generator] = _Split(case)
+
     def resume(self) -> None:
         """No split case left: runners again, one per CPU."""
+        self.start_waiting()
         if self.paused and not self.splits:
             self.paused = False
             self.queue.pause.remote(False)
