@@ -48,7 +48,7 @@ from distcheck.reports.console import ConsoleProgress, summary  # noqa: E402
 from distcheck.runner import CaseRecord, RunOptions, hash_seed, run_suite, select  # noqa: E402
 from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
 from distcheck.runner.judge import judge, torch_checker  # noqa: E402
-from distcheck.suites import Selection, get_suite  # noqa: E402
+from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
 
 SUITE = "torch-opinfo"
 QUICK = 0.005  # seconds of torch time: a "small" case, where per-case overhead decides
@@ -269,7 +269,13 @@ def main() -> int:
     budget = Budget(args.max_jacobian_mb * 2**20)
     print(f"torch {torch.__version__}, {local_cpus()} cores; before: {load()}")
     print(f"suite {SUITE}, mode {args.mode}, checks {args.checks}, dtypes {args.dtypes}")
-    get_suite(SUITE, args.mode).prepare()  # the op database, loaded once before any clock starts
+    suite = get_suite(SUITE, args.mode)
+    suite.prepare()  # the op database, loaded once before any clock starts
+    try:
+        next(iter(suite.groups(selection)), None)  # a bad --ops, --checks or --dtypes: one line, before any run
+    except UsageError as e:
+        print(f"bench_suite: error: {e}", file=sys.stderr)
+        return 2
 
     print("(a) torch.autograd.gradcheck, serial loop, 1 thread ...", flush=True)
     reference, reference_seconds = reference_loop(args.mode, selection, budget, args.max_cases)
