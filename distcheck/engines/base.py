@@ -239,6 +239,11 @@ class Engine(ABC):
 
     # -- hooks, with defaults ----------------------------------------------------------------------
 
+    def warm_up(self) -> None:
+        """Make the library's slow first calls now (a Ray worker's warm-up, and the driver's
+        meanwhile), not in a check's first task or its timed cost measurement. Default: none."""
+        return None
+
     def check_outputs(self, outputs: tuple) -> None:
         """Reject outputs the checker cannot handle (e.g. sparse) with a clear error. Default: all pass."""
         return None

@@ -186,6 +186,13 @@ class TorchEngine(Engine):
         """Run engine math on ``n`` intra-op threads (restored afterwards)."""
         return _Threads(n)
 
+    def warm_up(self) -> None:
+        """torch's first ``autograd.grad`` with grad-outputs imports ``torch.fx``'s symbolic
+        shapes and sympy (1.3 s): timed once, it made the first check on Ray 493 tasks, not 12."""
+        x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+        with torch.enable_grad():
+            torch.autograd.grad(x * 2, x, torch.ones(2, dtype=torch.float64))
+
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         data = _perturbable(inputs[position])  # a sparse input: its specified values
         shape = tuple(data.shape)

@@ -37,7 +37,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
-from distcheck.engines import reference_scope
+from distcheck.engines import get_engine, reference_scope
 from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -123,15 +123,12 @@ def _import(modules: tuple[str, ...]) -> int:
 
 
 def warm_libraries() -> None:
-    """First calls that cost a process seconds, made while nothing waits for them: torch's
-    first ``torch.autograd.grad`` with grad-outputs imports ``torch.fx``'s symbolic shapes and
-    sympy (1.3 s here) — in a worker, its first task; on the driver, the backward pass a
-    check times to plan its chunks (timed once, it made the first check hundreds of tasks)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        with torch.enable_grad():
-            x = torch.ones(2, dtype=torch.float64, requires_grad=True)
-            torch.autograd.grad(x * 2, x, torch.ones(2, dtype=torch.float64))
+    """The slow first calls of every autodiff library this process has imported
+    (:meth:`Engine.warm_up`), made while nothing waits for them: in a worker, not in its first
+    task; on the driver, not in the backward pass a check times to plan its chunks."""
+    for name in ENGINE_LIBRARIES:
+        if name in sys.modules:
+            get_engine(name).warm_up()
 
 
 def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -> float:

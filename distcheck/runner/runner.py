@@ -91,15 +91,10 @@ class RunResult:
     complete: bool = True  # False: stopped before every case had its verdict
     interrupted: str | None = None  # what stopped it (a signal's name), if something did
 
-    _tallied: tuple[int, int, Counter] | None = field(default=None, init=False, repr=False, compare=False)
-
     def tally(self) -> Counter:
-        """Cases per (check kind, verdict), counted once for the records as they are (reports ask
-        for counts many times; a run may have 100,000 records)."""
-        key = (id(self.records), len(self.records))
-        if self._tallied is None or self._tallied[:2] != key:
-            self._tallied = (*key, Counter((r.case.check, r.verdict) for r in self.records))
-        return self._tallied[2]
+        """Cases per (check kind, verdict), in one pass over the records (what the counts below
+        are read from)."""
+        return Counter((r.case.check, r.verdict) for r in self.records)
 
     @property
     def checks(self) -> list[str]:
@@ -120,7 +115,7 @@ class RunResult:
     def counts(self, check: str | None = None) -> dict[str, int]:
         """Cases per verdict (of one check kind, or all); ``flaky`` only in a run that has some."""
         tally = self.tally()
-        counts = dict.fromkeys((*VERDICTS, FLAKY) if any(v == FLAKY for _, v in tally) else VERDICTS, 0)
+        counts = dict.fromkeys((*VERDICTS, FLAKY) if any(verdict == FLAKY for _, verdict in tally) else VERDICTS, 0)
         for (kind, verdict), n in tally.items():
             if check is None or kind == check:
                 counts[verdict] += n
