@@ -9,13 +9,14 @@ for an interrupted run, the command that resumes it.
 
 from __future__ import annotations
 
+import heapq
 import shlex
 import sys
 import time
 from typing import TextIO
 
 from distcheck.reports import repro
-from distcheck.runner.records import BAD, CaseRecord
+from distcheck.runner.records import BAD, FLAKY, CaseRecord
 from distcheck.runner.runner import Listener, RunResult
 
 BAR_WIDTH = 24
@@ -107,15 +108,14 @@ def reproduce_command(record: CaseRecord, mode: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _flaky(result: RunResult) -> list[str]:
-    flaky = result.flaky
+def _flaky(flaky: list[CaseRecord], mode: str) -> list[str]:
     if not flaky:
         return []
     lines = ["", f"Flaky ({len(flaky)}): failed, then passed when run again"]
     for r in flaky[:SHOWN_FAILURES]:
         attempts = ", ".join(a["verdict"] for a in r.attempts or ())
         lines.append(f"  FLAKY {r.id} (attempts: {attempts})")
-        lines.append(f"      rerun: {reproduce_command(r, result.mode)}")
+        lines.append(f"      rerun: {reproduce_command(r, mode)}")
     return lines
 
 
@@ -132,12 +132,12 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
         f"{len(result.records)} cases in {result.seconds:.1f} s",
         "",
     ]
-    checks = result.checks
-    verdicts = list(result.counts())  # flaky too, in a run that has some
+    tally = result.tally()
+    verdicts = list(tally.counts())  # flaky too, in a run that has some
     header = ["check", *verdicts, "total"]
     rows = [header]
-    for check in [*checks, None]:
-        counts = result.counts(check)
+    for check in [*tally.checks, None]:
+        counts = tally.counts(check)
         rows.append([check or "total", *(str(counts[v]) for v in verdicts), str(sum(counts.values()))])
     widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
     for row in rows:
@@ -146,7 +146,7 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
     ran = [r for r in result.records if r.tasks > 0]
     if ran:
         lines += ["", "Slowest cases:"]
-        for r in sorted(ran, key=lambda r: -r.seconds)[:SHOWN_SLOWEST]:
+        for r in heapq.nlargest(SHOWN_SLOWEST, ran, key=lambda r: r.seconds):  # ties in run order, as sorted
             lines.append(f"  {r.seconds:8.2f} s  {r.tasks:5d} task(s)  {r.verdict:7s}  {r.id}")
     bad = [r for r in result.records if r.verdict in BAD]
     if bad:
@@ -162,12 +162,13 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
                 lines.append(f"      repro: {repro.command(r, result.mode)}")
         if len(bad) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
-    lines += _flaky(result)
+    flaky = [r for r in result.records if r.verdict == FLAKY] if tally.has_flaky else []
+    lines += _flaky(flaky, result.mode)
     if not result.complete:
         why = f"interrupted ({result.interrupted})" if result.interrupted else "stopped"
         lines += ["", f"INCOMPLETE: {why} with {len(result.records)} cases recorded"]
         if folder is not None:
             lines.append(f"resume it: {resume_command(folder)}")
-    failed = result.failed or (strict_flaky and bool(result.flaky))
+    failed = tally.failed or (strict_flaky and bool(flaky))
     lines += ["", "FAILED" if failed else "OK" if result.complete else "INCOMPLETE"]
     return "\n".join(lines)

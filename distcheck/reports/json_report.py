@@ -22,7 +22,7 @@ def report_summary(
 ) -> dict[str, Any]:
     import distcheck
 
-    checks = result.checks
+    tally = result.tally()
     summary = {
         "suite": result.suite,
         "mode": result.mode,
@@ -30,9 +30,9 @@ def report_summary(
         "workers": result.workers,
         "seconds": round(result.seconds, 3),
         "cases": len(result.records),
-        "verdicts": result.counts(),
-        "by_check": {check: result.counts(check) for check in checks},
-        "failed": result.failed,
+        "verdicts": tally.counts(),
+        "by_check": {check: tally.counts(check) for check in tally.checks},
+        "failed": tally.failed,
         "complete": result.complete,
         "distcheck": distcheck.__version__,
         "python": platform.python_version(),

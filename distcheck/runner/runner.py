@@ -91,32 +91,53 @@ class RunResult:
     complete: bool = True  # False: stopped before every case had its verdict
     interrupted: str | None = None  # what stopped it (a signal's name), if something did
 
-    def tally(self) -> Counter:
-        """Cases per (check kind, verdict), in one pass over the records (what the counts below
-        are read from)."""
-        return Counter((r.case.check, r.verdict) for r in self.records)
+    def tally(self) -> Tally:
+        """The cases per (check kind, verdict), counted in one pass over the records: a caller
+        that reads several counts takes one tally (each call counts again)."""
+        return Tally(Counter((r.case.check, r.verdict) for r in self.records))
 
     @property
     def checks(self) -> list[str]:
-        """The check kinds the records have, in the canonical order."""
-        present = {check for check, _ in self.tally()}
-        return [c for c in CHECK_KINDS if c in present]
+        return self.tally().checks
 
     @property
     def failed(self) -> bool:
-        return any(verdict in BAD for _, verdict in self.tally())
+        return self.tally().failed
 
     @property
     def flaky(self) -> list[CaseRecord]:
-        if not any(verdict == FLAKY for _, verdict in self.tally()):
+        if not self.tally().has_flaky:
             return []
         return [r for r in self.records if r.verdict == FLAKY]
 
     def counts(self, check: str | None = None) -> dict[str, int]:
+        return self.tally().counts(check)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How many cases of each check kind had each verdict (of a run's records, at one time)."""
+
+    by_kind: Counter  # (check kind, verdict) -> cases
+
+    @property
+    def checks(self) -> list[str]:
+        """The check kinds present, in the canonical order."""
+        present = {check for check, _ in self.by_kind}
+        return [c for c in CHECK_KINDS if c in present]
+
+    @property
+    def failed(self) -> bool:
+        return any(verdict in BAD for _, verdict in self.by_kind)
+
+    @property
+    def has_flaky(self) -> bool:
+        return any(verdict == FLAKY for _, verdict in self.by_kind)
+
+    def counts(self, check: str | None = None) -> dict[str, int]:
         """Cases per verdict (of one check kind, or all); ``flaky`` only in a run that has some."""
-        tally = self.tally()
-        counts = dict.fromkeys((*VERDICTS, FLAKY) if any(verdict == FLAKY for _, verdict in tally) else VERDICTS, 0)
-        for (kind, verdict), n in tally.items():
+        counts = dict.fromkeys((*VERDICTS, FLAKY) if self.has_flaky else VERDICTS, 0)
+        for (kind, verdict), n in self.by_kind.items():
             if check is None or kind == check:
                 counts[verdict] += n
         return counts
