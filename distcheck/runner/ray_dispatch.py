@@ -9,14 +9,17 @@
   the queue, costly cases alone and first (see :mod:`.durations`). Any runner can take a batch:
   it rebuilds the samples from the case ids and checks each fingerprint against the listed one.
   So the driver's work grows with the messages it reads, not with tasks or samples.
-- **Streaming.** A runner is a Ray generator. It reports when it starts an item (with what the
-  previous one had left unreported), then the outcomes of the cases it finished every
-  ``REPORT_EVERY`` seconds (a quarter of the timeout if that is shorter), and when it runs out
-  of work. The driver thus always knows which case a
-  runner may be in, and since when.
+- **Streaming.** A runner is a Ray generator. It reports every ``REPORT_EVERY`` seconds of work
+  (a quarter of the timeout if that is shorter): the items it started, the listings it made and
+  the outcomes of the cases it finished since the last report; and at once when it runs out of
+  work, or starts work after being idle. So the driver reads a message per runner per second,
+  not per item (each message costs the driver ~0.3 ms of CPU, in Ray's threads and its own),
+  and knows of every busy runner the item it last heard of, and since when; the queue knows
+  what the runner took after that (see ``_Run.lost``).
 - **Timeouts.** When a runner has reported nothing for ``timeout`` seconds in an item, one of
-  the item's unreported cases is stuck. If that can only be one case (a single case left, or a
-  *careful* task, which reports after every case), the runner is cancelled with ``force=True``
+  the item's unreported cases — or of an item it took since — is stuck. If that can only be one
+  case (a single case left and nothing taken since, or a *careful* task, which reports after
+  every case), the runner is cancelled with ``force=True``
   (killing its worker: a plain cancel cannot interrupt a C call), the case is reported
   ``timeout`` and the rest of the item goes back to the queue. Otherwise the unreported cases
   run again in a careful task of their own (not through the queue): the quick ones pass again
@@ -102,24 +105,35 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
     """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
     ``("start", item)``, ``("listed", item id, listing, share)`` (or ``("unlisted", item id,
     message)``), ``("done", item id, [(k, record or outcome), ...])`` for its k-th cases (see
-    ``reported_case``), ``("idle",)``."""
+    ``reported_case``), ``("idle",)``. A list goes out every ``report_every`` seconds of work,
+    when the runner runs out of work, and when it starts work after being idle (so the driver
+    knows it is busy); otherwise starts and listings wait for the next report, so that the
+    driver's messages grow with time, not with items (see ``_Run.lost`` for what it then knows)."""
     _prepare(suite)
     events: list[tuple] = []
-    reported, finished, pause = time.monotonic(), None, IDLE_WAIT[0]
+    reported, finished, pause, idle = time.monotonic(), None, IDLE_WAIT[0], True
+
+    def report(*last: tuple) -> list[tuple]:
+        nonlocal events, reported
+        sent, events, reported = [*events, *last], [], time.monotonic()
+        return sent
+
     while True:
         item = ray.get(work.take.remote(runner, finished))
         if item is None:
             break
         if item == WAIT:
             if events or finished is not None:
-                yield [*events, ("idle",)]
-                events, finished, reported = [], None, time.monotonic()
+                yield report(("idle",))
+                finished, idle = None, True
             time.sleep(pause)
             pause = min(2 * pause, IDLE_WAIT[1])
             continue
         pause = IDLE_WAIT[0]
-        yield [*events, ("start", item)]
-        events, reported = [], time.monotonic()
+        events.append(("start", item))
+        if idle or time.monotonic() - reported >= report_every:
+            yield report()
+            idle = False
         cases = item.cases
         if item.group is not None:
             try:
@@ -133,15 +147,14 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             rest = [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
             if rest:
                 work.put.remote(rest)  # before this runner's next take (actor calls keep their order)
-            yield [("listed", item.id, listing, share)]  # at once: a case that hangs is not blamed on listing
-            reported = time.monotonic()
+            events.append(("listed", item.id, listing, share))
             cases = [listing[k] for k in share]
         outcomes = []
         for k, case in enumerate(cases):
             outcomes.append((k, reported_case(case, run_case(suite, case.id, case.fingerprint, budget))))
             if time.monotonic() - reported >= report_every:
-                yield [*events, ("done", item.id, outcomes)]
-                events, outcomes, reported = [], [], time.monotonic()
+                yield report(("done", item.id, outcomes))
+                outcomes = []
         if outcomes:
             events.append(("done", item.id, outcomes))
         finished = item.id
@@ -361,13 +374,16 @@ class _Run:
 
     def lost(self, runner: _Runner, death: WorkerDeath | None, timed_out: float | None = None) -> None:
         """``runner`` stopped: its worker died (``death``) or it was silent for ``timed_out``
-        seconds. A lost node reruns the item's unreported cases; otherwise case ``current`` of the
-        item is blamed if it must have been that one, else the unreported cases run again in a
-        careful task. The queue gives out again what the runner took but never began; new runners
-        keep one per CPU."""
+        seconds. The queue says which items it took after the last start the driver heard of:
+        their events went down with it (a runner tells of a start with its next report), so they
+        run again carefully, and so do the unreported cases of the item the driver knows of — a
+        case is blamed only when the runner cannot have been anywhere else: in the one
+        unreported case of that item, having taken nothing since. A lost node reruns the
+        unreported cases; new runners keep one per CPU."""
         self.losses += 1
         if self.losses > 2 * self.d.workers + 8:  # every new runner dies at once: the cluster itself is broken
             raise RuntimeError(f"{self.losses} Ray workers in a row died before reporting anything; last: {death}")
+        moved_on = [] if runner.careful else ray.get(self.queue.lost.remote(runner.id, runner.started, []))
         item, cases = runner.item, runner.cases or []
         unreported = cases[runner.current :]
         rest: list[CaseInfo] = []
@@ -391,7 +407,7 @@ class _Run:
                 ]
             )
             rest = [case for case in unreported if case.key not in exhausted]
-        elif unreported and runner.culprit_known:
+        elif unreported and runner.culprit_known and not moved_on:
             case, rest = unreported[0], unreported[1:]
             if death is None:
                 self.sink.emit([timeout_record(case, self.d.timeout, timed_out, tasks=1)])
@@ -403,14 +419,10 @@ class _Run:
                     self.sink.emit([CaseRecord(case.id, ERROR, message, 0.0, 1)])
         elif unreported:
             self.start_careful(Item(item.id, cases=tuple(unreported), careful=True))
-        batches = [(rest, False)] if rest else []
-        if runner.careful:
-            if batches:
-                self.queue.resubmit.remote(batches)
-        else:
-            unreported = ray.get(self.queue.lost.remote(runner.id, runner.started, batches))
-            for taken in unreported:  # its start report went down with the worker: maybe the culprit
-                self.start_careful(dataclasses.replace(taken, careful=True))
+        if rest:
+            self.queue.resubmit.remote([(rest, False)])
+        for taken in moved_on:  # its start report had not gone out, or went down with the worker: maybe the culprit
+            self.start_careful(dataclasses.replace(taken, careful=True))
         self.top_up()
 
     def top_up(self) -> None:

@@ -148,7 +148,11 @@ class Selection:
     substring: str | None = None
 
     def wants(self, case: CaseId) -> bool:
-        return self.substring is None or self.substring in str(case)
+        return self.wants_text(str(case))
+
+    def wants_text(self, case: str) -> bool:
+        """:meth:`wants` of a case id's text."""
+        return self.substring is None or self.substring in case
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ import numpy as np
 
 from distcheck.engines.numpy_engine import numpy_function
 from distcheck.suites import BuiltCase, CaseId, CaseInfo, CheckCall, GroupInfo, Selection, UsageError, enumerate_cases
-from distcheck.suites.base import CHECK_KINDS, ERROR, RUN, SKIPPED, XFAIL, read_json
+from distcheck.suites.base import CHECK_KINDS, ERROR, RUN, SEPARATOR, SKIPPED, XFAIL, read_json
 
 # input elements of a split case's function: with its one output, at least the 1,000 elements
 # from which the budget estimate takes the fastest of three timed evaluations (one evaluation,
@@ -76,15 +76,35 @@ class Recorded(NamedTuple):
         return hashlib.sha256(f"{self.id} {self.seconds!r}".encode()).hexdigest()[:16]
 
 
+class Brief(NamedTuple):
+    """What a replay's driver reads of a recorded case to enumerate its group: the driver reads
+    every recorded case, and the whole case (:class:`Recorded`) is made only where it runs."""
+
+    id: str
+    check: str
+    ran: bool
+    record: dict
+
+
 @dataclass(frozen=True)
 class Recording:
-    """A recorded run: its summary's suite, mode, workers and wall time, and its cases."""
+    """A recorded run: its summary's suite, mode, workers and wall time, and its cases (the
+    report's records, each read whole on first use)."""
 
     suite: str
     mode: str
     workers: int
     seconds: float
-    cases: tuple[Recorded, ...]
+    records: tuple[dict, ...]
+    outline: dict[tuple[str, str], list[Brief]]  # each op × dtype's cases, in recorded order
+    source: str = "report"
+
+    @functools.cached_property
+    def cases(self) -> tuple[Recorded, ...]:
+        try:
+            return tuple(_recorded(r) for r in self.records)
+        except (KeyError, TypeError, ValueError) as e:
+            raise UsageError(f"{self.source}: not a distcheck JSON report ({type(e).__name__}: {e})") from None
 
     @functools.cached_property
     def by_id(self) -> dict[CaseId, Recorded]:
@@ -100,7 +120,6 @@ class Recording:
 
 
 def _recorded(record: dict) -> Recorded:
-    """One recorded case (a replay's driver reads every one: plain lookups, no per-field generator)."""
     case = CaseId.parse(record["id"])
     tasks = int(record.get("tasks", 0))
     seconds = float(record.get("seconds", 0.0))
@@ -112,17 +131,36 @@ def _recorded(record: dict) -> Recorded:
     return Recorded(case, record["verdict"], record.get("message", ""), seconds, tasks, work, columns, rows, size)
 
 
+def _outline(records: list[dict]) -> dict[tuple[str, str], list[Brief]]:
+    """The cases of each op × dtype, read from their ids' parts (a check of the id's shape, its
+    check kind and verdict, not a parse: that happens where a case runs)."""
+    groups: dict[tuple[str, str], list[Brief]] = {}
+    for record in records:
+        text, verdict = record["id"], record["verdict"]
+        parts = text.split(SEPARATOR)
+        if len(parts) not in (4, 5) or parts[-1] not in CHECK_KINDS or not isinstance(verdict, str):
+            raise ValueError(f"bad case id {text!r} or verdict {verdict!r}")
+        groups.setdefault((parts[1], parts[2]), []).append(
+            Brief(text, parts[-1], int(record.get("tasks", 0)) > 0, record)
+        )
+    return groups
+
+
 def parse(report: dict, source: str = "report") -> Recording:
     """The recording in a JSON report (as written by ``distcheck run --json``)."""
     try:
         summary, records = report["summary"], report["cases"]
-        cases = tuple(_recorded(r) for r in records)
-    except (KeyError, TypeError, ValueError) as e:
+        outline = _outline(records)
+        suite = summary.get("suite") or (records[0]["id"].split(SEPARATOR)[0] if records else "replay")
+        header = (
+            suite,
+            summary.get("mode", "fast"),
+            int(summary.get("workers", 1)),
+            float(summary.get("seconds", 0.0)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UsageError(f"{source}: not a distcheck JSON report ({type(e).__name__}: {e})") from None
-    suite = summary.get("suite") or (cases[0].id.suite if cases else "replay")
-    return Recording(
-        suite, summary.get("mode", "fast"), int(summary.get("workers", 1)), float(summary.get("seconds", 0.0)), cases
-    )
+    return Recording(*header, tuple(records), outline, source)
 
 
 @functools.cache
@@ -191,16 +229,17 @@ class ReplaySuite:
     def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:
         recording = self.recording()
         _check_names(recording, selection)
-        for (op, dtype), cases in recording.by_group.items():
+        for (op, dtype), cases in recording.outline.items():
             if selection.ops is not None and op not in selection.ops:
                 continue
             if selection.dtypes is not None and dtype not in selection.dtypes:
                 continue
-            chosen = [c for c in cases if c.id.check in selection.checks and selection.wants(c.id)]
+            chosen = [c for c in cases if c.check in selection.checks and selection.wants_text(c.id)]
             for case in chosen:
                 if not case.ran:
-                    yield CaseInfo(case.id, _UNRUN.get(case.verdict, ERROR), case.message)
-            checks = tuple(k for k in CHECK_KINDS if any(c.ran and c.id.check == k for c in chosen))
+                    status = _UNRUN.get(case.record["verdict"], ERROR)
+                    yield CaseInfo(CaseId.parse(case.id), status, case.record.get("message", ""))
+            checks = tuple(k for k in CHECK_KINDS if any(c.ran and c.check == k for c in chosen))
             if checks:
                 yield GroupInfo(suite=self.name, op=op, dtype=dtype, checks=checks)
 
@@ -241,7 +280,7 @@ def _check_names(recording: Recording, selection: Selection) -> None:
     unknown = [c for c in selection.checks if c not in CHECK_KINDS]
     if unknown:
         raise UsageError(f"unknown check kind {unknown[0]!r} (choose from {', '.join(CHECK_KINDS)})")
-    ops = {op for op, _ in recording.by_group}
+    ops = {op for op, _ in recording.outline}
     missing = [op for op in selection.ops or () if op not in ops]
     if missing:
         raise UsageError(f"op {missing[0]!r} is not in the recording")
