@@ -14,7 +14,8 @@
   process; ``skipped`` / ``xfail``: not run. Every sample of ``nap…`` ops (``nap``,
   ``nap3``, ...) sleeps ``$FAKE_NAP`` seconds (default 1) and passes; ``flaky`` fails until
   file ``marker`` exists (it creates it), then passes; ``flakypid`` passes only in a process
-  other than the one that ran it first (the pid goes into ``marker``).
+  other than the one that ran it first (the pid goes into ``marker``); ``stall``: the odd
+  sample blocks as ``block``'s does, the even samples before it nap 1 s (once per check), the others pass at once.
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class FakeSuite:
             func = functools.partial(_drag, marks=self.marks)
         if case.op.startswith("nap"):
             func = _nap
+        elif case.op == "stall":
+            func = FUNCTIONS["block"] if case.sample == self.odd else torch.sin
         elif case.op in ("flaky", "flakypid"):
             func = _flaky(f"{self.marker}-{case}", fresh=case.op == "flakypid")
         calls = (
@@ -156,7 +159,9 @@ class FakeSuite:
         )
         rebuilt = {"mismatch": "fp-other", "hashseed": f"fp-hashseed{os.environ.get('PYTHONHASHSEED')}"}
         rebuilt = rebuilt.get(case.op, f"fp-{case.op}")
-        return BuiltCase(case, func, (x,), calls, rebuilt)
+        napping = case.op == "stall" and case.sample < self.odd and case.sample % 2 == 0
+        before = functools.partial(time.sleep, 1.0) if napping else lambda: None
+        return BuiltCase(case, func, (x,), calls, rebuilt, before_call=before)
 
 
 class UngroupedFakeSuite(FakeSuite):

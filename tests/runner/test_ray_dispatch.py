@@ -75,6 +75,21 @@ def test_a_worker_that_dies_is_blamed_on_its_case_only(ray_cluster, odd):
     assert set(verdicts.values()) == {"pass"} and len(verdicts) == 7
 
 
+def test_a_case_in_an_item_begun_without_a_report_is_blamed_not_the_item_before(ray_cluster, monkeypatch):
+    """A runner tells of an item it starts with its next report. Batches [0, 1] (the share of
+    the runner that listed them), [2, 3], [4] (timeout 3 s: a report every 0.75 s): sample 0 or
+    2 naps 1 s and is reported, sample 1 or 3 passes at once unreported, and the runner takes
+    the next batch without a report and blocks in sample 4. The driver has heard of all but the
+    last case of the earlier batch, but the queue knows the runner moved on: sample 4 is the
+    one that times out, not the unreported one before it."""
+    monkeypatch.setattr(fake_suite, "SLEEP", 120.0)
+    suite = FakeSuite(ops=("stall",), samples=5, odd=4)
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=3, batch_size=2))
+    verdicts = _verdicts(result)
+    assert verdicts.pop("fake::stall::float64::sample4::grad") == "timeout"
+    assert set(verdicts.values()) == {"pass"} and len(verdicts) == 4
+
+
 def test_large_case_is_split_into_jacobian_chunks(ray_cluster):
     suite = FakeSuite("slow", ops=("big", "sin"))
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
