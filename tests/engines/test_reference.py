@@ -28,6 +28,19 @@ def test_a_scope_shares_the_call_and_drops_it_when_it_closes():
         assert reference_call(TORCH, func, (x,)) is not first and func.calls == 2
 
 
+def test_a_scope_keeps_its_first_function_s_call_beside_the_latest_other_one():
+    """A check's own call outlives the calls of its complex outputs' parts, which replace each
+    other: torch's auxiliary checks differentiate its first call after checking the parts."""
+    x, func, imag, real = _x(), Counted(), Counted(), Counted()
+    with reference_scope():
+        first = reference_call(TORCH, func, (x,))
+        reference_call(TORCH, imag, (x,))
+        reference_call(TORCH, real, (x,))
+        assert reference_call(TORCH, func, (x,)) is first and func.calls == 1
+        reference_call(TORCH, imag, (x,))
+        assert imag.calls == 2  # the real part's call had replaced it
+
+
 def test_an_inner_scope_keeps_its_own_and_the_outer_one_survives_it():
     x, func = _x(), Counted()
     with reference_scope():

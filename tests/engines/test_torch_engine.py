@@ -34,11 +34,15 @@ def _calls(check, func, inputs, **kwargs) -> int:
     "kwargs",
     [{}, {"fast_mode": True}, {"check_batched_grad": True}, {"fast_mode": True, "check_batched_grad": True}],
 )
-def test_a_check_calls_the_function_as_often_as_torch_does(kwargs):
-    x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).requires_grad_()
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=str)
+@pytest.mark.parametrize("check", ["gradcheck", "gradgradcheck"])
+def test_a_check_calls_the_function_as_often_as_torch_does(kwargs, dtype, check):
+    """Complex outputs too: their real and imaginary parts are checked on calls of their own,
+    and the auxiliary checks on the first call (gradgradcheck: each call is a backward pass)."""
+    x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).to(dtype).requires_grad_()
     func = Counted()
-    ours = _calls(distcheck.gradcheck, func, (x,), **kwargs)
-    theirs = _calls(torch.autograd.gradcheck, func, (x,), **kwargs)
+    ours = _calls(getattr(distcheck, check), func, (x,), **kwargs)
+    theirs = _calls(getattr(torch.autograd, check), func, (x,), **kwargs)
     assert ours == theirs
 
 
