@@ -147,6 +147,8 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             rest = [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
             if rest:
                 work.put.remote(rest)  # before this runner's next take (actor calls keep their order)
+            for case in listing:  # each id's text, made here: the driver keys every case by it
+                case.id.text  # noqa: B018 (a cached property, pickled with the id)
             events.append(("listed", item.id, listing, share))
             cases = [listing[k] for k in share]
         outcomes = []

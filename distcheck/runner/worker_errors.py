@@ -140,7 +140,7 @@ class DeathPolicy:
     def settle(self, record: CaseRecord) -> CaseRecord:
         """The record of a case that ran to its end: an ``error`` if it crashed before (a crash
         is never a pass), saying that the crash did not reproduce; else ``record`` itself."""
-        first = self.crashes.pop(record.id, None)
+        first = self.crashes.pop(record.id, None) if self.crashes else None  # (the driver settles every record)
         if first is None:
             return record
         lines = record.message.strip().splitlines()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmarks.bench_driver import fit
+from benchmarks.bench_driver import fit, fit_cases_and_wall
 from benchmarks.bench_scale import busy_profile
 from benchmarks.loopback import processes_of
 from distcheck.runner.records import CaseRecord
@@ -22,6 +22,17 @@ def test_fit_gives_start_up_and_slope():
     assert intercept == pytest.approx(6.0) and slope == pytest.approx(2e-5)
     with pytest.raises(ValueError, match="same number of cases"):
         fit([(10, 1.0), (10, 2.0)])
+
+
+def test_the_replay_fit_separates_cases_from_wall_time():
+    truth = lambda cases, wall: 0.3 + 0.05 * wall + 2e-5 * cases  # noqa: E731
+    runs = [
+        (cases, wall, truth(cases, wall)) for cases, wall in [(2000, 11.0), (20000, 19.5), (2000, 26.0), (20000, 31.0)]
+    ]
+    fixed, per_second, per_case = fit_cases_and_wall(runs)
+    assert (fixed, per_second, per_case) == pytest.approx((0.3, 0.05, 2e-5))
+    with pytest.raises(ValueError, match="two sizes and two wall times"):
+        fit_cases_and_wall([(2000, 10.0, 1.0), (4000, 20.0, 2.0), (8000, 40.0, 4.0)])  # wall follows cases
 
 
 def record(seconds: float, tasks: int = 1, estimate: dict | None = None) -> CaseRecord:
