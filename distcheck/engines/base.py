@@ -136,6 +136,17 @@ class Engine(ABC):
         """An engine array with ``array``'s values and shape and ``like``'s dtype (and device). It
         may share memory with ``array``: the caller does not modify ``array`` afterwards."""
 
+    def shape(self, value: Any) -> tuple[int, ...]:
+        """An array's shape (default: from :meth:`info`; an engine may read it more cheaply:
+        the checks ask for it in every evaluation of gradgradcheck's function)."""
+        return self.info(value).shape
+
+    def zeros_like(self, value: Any) -> Any:
+        """An engine array of (positive) zeros with ``value``'s shape and dtype, dense (default:
+        through numpy)."""
+        info = self.info(value)
+        return self.from_numpy(np.zeros(info.shape, dtype=info.dtype), like=value)
+
     # -- evaluate -------------------------------------------------------------------------------
 
     @abstractmethod

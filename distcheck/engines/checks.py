@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from distcheck.engines.derivatives import diff_inputs, diff_outputs, float_outputs, zeros_like
+from distcheck.engines.derivatives import diff_inputs, diff_outputs, float_outputs
 from distcheck.engines.reference import reference_call
 from distcheck.engines.registry import get_engine
 from distcheck.errors import EngineCapabilityError
@@ -39,7 +39,7 @@ def check_zero_grad_output(engine: Engine, func: Callable, inputs: tuple, masked
     outputs = reference_call(engine, func, inputs)
     selected = diff_outputs(engine, outputs)
     pullback = engine.pullback(func, inputs, outputs, positions, selected)
-    grads = pullback([zeros_like(engine, outputs[p]) for p in selected])
+    grads = pullback([engine.zeros_like(outputs[p]) for p in selected])
     for k, (g, p) in enumerate(zip(grads, positions)):
         if g is None:
             continue
@@ -70,7 +70,7 @@ def check_undefined_grad(engine: Engine, func: Callable, inputs: tuple) -> None:
         for k in range(len(selected)):
             outputs = engine.call(func, inputs)
             selected = diff_outputs(engine, outputs)
-            cotangents = [None if j == k else zeros_like(engine, outputs[p]) for j, p in enumerate(selected)]
+            cotangents = [None if j == k else engine.zeros_like(outputs[p]) for j, p in enumerate(selected)]
             _undefined_case(engine, func, inputs, positions, f"the grad of output {k} undefined", outputs, cotangents)
 
 
@@ -100,7 +100,7 @@ def check_undefined_forward_grad(engine: Engine, func: Callable, inputs: tuple, 
     given = [_engine_array(engine, t, inputs[p]) for t, p in zip(tangents, positions)]
     for k, p in enumerate(positions):
         zero, absent = list(given), list(given)
-        zero[k], absent[k] = zeros_like(engine, inputs[p]), None
+        zero[k], absent[k] = engine.zeros_like(inputs[p]), None
         for index, (t1, t2) in enumerate(zip(pushforward(zero), pushforward(absent))):
             if t1 is None or t2 is None:
                 continue
@@ -116,7 +116,7 @@ def _pushforward(engine: Engine, func: Callable, inputs: tuple, positions: list[
 
 
 def _engine_array(engine: Engine, values: np.ndarray, like: Any) -> Any:
-    return engine.from_numpy(np.asarray(values).reshape(engine.info(like).shape), like=like)
+    return engine.from_numpy(np.asarray(values).reshape(engine.shape(like)), like=like)
 
 
 def check_batched_grad(
@@ -131,7 +131,7 @@ def check_batched_grad(
     wrt = [inputs[p] for p in positions]
 
     def vjp(v: Any) -> tuple:
-        return tuple(zeros_like(engine, x) if g is None else g for g, x in zip(pullback([v]), wrt))
+        return tuple(engine.zeros_like(x) if g is None else g for g, x in zip(pullback([v]), wrt))
 
     vectors = [_engine_array(engine, g, output) for g in grad_outputs]
     _compare_batched(engine, vjp, vectors, output_position, forward=False)
@@ -147,7 +147,7 @@ def check_batched_forward_grad(
     primals = [outputs[p] for p in float_outputs(engine, outputs)]
 
     def jvp(t: Any) -> tuple:
-        return tuple(zeros_like(engine, o) if d is None else d for d, o in zip(pushforward([t]), primals))
+        return tuple(engine.zeros_like(o) if d is None else d for d, o in zip(pushforward([t]), primals))
 
     vectors = [_engine_array(engine, t, inputs[position]) for t in tangents]
     _compare_batched(engine, jvp, vectors, position, forward=True)

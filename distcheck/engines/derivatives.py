@@ -32,12 +32,6 @@ def float_outputs(engine: Engine, outputs: tuple) -> list[int]:
     return [p for p, o in enumerate(outputs) if engine.is_tensor(o) and engine.info(o).is_float_or_complex]
 
 
-def zeros_like(engine: Engine, value: Any) -> Any:
-    """An engine array of zeros with ``value``'s shape and dtype."""
-    info = engine.info(value)
-    return engine.from_numpy(np.zeros(info.shape, dtype=info.dtype), like=value)
-
-
 def one_hot(engine: Engine, like: Any, shape: tuple[int, ...], dtype: np.dtype, index: int) -> Any:
     """An engine array shaped like ``like``, one at flat ``index``, zero elsewhere."""
     values = np.zeros(shape, dtype=dtype)

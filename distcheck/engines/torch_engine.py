@@ -164,6 +164,14 @@ class TorchEngine(Engine):
     def from_numpy(self, array: np.ndarray, like: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(np.asarray(array)).to(like.device, like.dtype)
 
+    def shape(self, value: torch.Tensor) -> tuple[int, ...]:
+        return tuple(value.shape)
+
+    def zeros_like(self, value: torch.Tensor) -> torch.Tensor:
+        if value.layout != torch.strided:  # a sparse input: dense zeros of its shape, as through numpy
+            return super().zeros_like(value)
+        return torch.zeros(value.shape, dtype=value.dtype, device=value.device)  # no conj/neg bits: +0
+
     def check_outputs(self, outputs: tuple) -> None:
         if any(o.layout not in (torch.strided, torch._mkldnn) for o in outputs):
             raise ValueError(
