@@ -16,7 +16,7 @@ import time
 from typing import TextIO
 
 from distcheck.reports import repro
-from distcheck.runner.records import BAD, FLAKY, CaseRecord
+from distcheck.runner.records import BAD, CaseRecord
 from distcheck.runner.runner import Listener, RunResult
 
 BAR_WIDTH = 24
@@ -162,7 +162,7 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
                 lines.append(f"      repro: {repro.command(r, result.mode)}")
         if len(bad) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
-    flaky = [r for r in result.records if r.verdict == FLAKY] if tally.has_flaky else []
+    flaky = result.flaky
     lines += _flaky(flaky, result.mode)
     if not result.complete:
         why = f"interrupted ({result.interrupted})" if result.interrupted else "stopped"

@@ -106,8 +106,6 @@ class RunResult:
 
     @property
     def flaky(self) -> list[CaseRecord]:
-        if not self.tally().has_flaky:
-            return []
         return [r for r in self.records if r.verdict == FLAKY]
 
     def counts(self, check: str | None = None) -> dict[str, int]:
