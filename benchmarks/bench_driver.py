@@ -24,9 +24,11 @@ only sleep), every case sleeping W × P / N seconds for each W of ``--walls``. E
 what ``distcheck run`` writes (the run folder, its report, a JSON report, progress). The runs
 take W seconds or more (on 2 real cores, 64 runners' own CPU per case stretches the larger
 replays), so CPU = fixed + per second × wall + per case × cases is fitted over all of them:
-the per-case coefficient is the marginal driver CPU per case at equal wall time.
+the per-case coefficient is the marginal driver CPU per case at equal wall time. Each size and
+wall runs ``--repeat`` times (default 2: this machine's noise moves a single run by 20%), and
+the fit's standard error is printed with it.
 
-    .venv/bin/python benchmarks/bench_driver.py --replay     # 2,000 and 20,000 cases, 10 and 25 s, 64 workers
+    .venv/bin/python benchmarks/bench_driver.py --replay     # 2,000 and 20,000 cases, 10 and 25 s, twice, 64 workers
     .venv/bin/python benchmarks/bench_driver.py --replay --sizes 2000,40000 --walls 10,30
 """
 
@@ -168,13 +170,13 @@ def replay_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
         walls = [float(w) for w in args.walls.split(",")]
     except ValueError:
         walls = []
-    if args.nodes < 1 or cpus < 1 or len(walls) < 2 or not min(walls) > 0:
-        p.error("--nodes, --cpus: positive integers; --walls: two or more positive numbers, comma-separated")
+    if args.nodes < 1 or cpus < 1 or args.repeat < 1 or len(walls) < 2 or not min(walls) > 0:
+        p.error("--nodes, --cpus, --repeat: positive integers; --walls: two or more positive numbers, comma-separated")
     cluster = LoopbackCluster(nodes=args.nodes, cpus=cpus)
-    return on_cluster(cluster, functools.partial(replay_runs, sizes=sizes, walls=walls))
+    return on_cluster(cluster, functools.partial(replay_runs, sizes=sizes, walls=walls, repeat=args.repeat))
 
 
-def replay_runs(cluster: LoopbackCluster, sizes: list[int], walls: list[float]) -> None:
+def replay_runs(cluster: LoopbackCluster, sizes: list[int], walls: list[float], repeat: int = 1) -> None:
     os.environ.update(AUTH)
     from distcheck.executors.ray_executor import ensure_ray
     from distcheck.runner import hash_seed
@@ -186,14 +188,27 @@ def replay_runs(cluster: LoopbackCluster, sizes: list[int], walls: list[float]) 
     replay_once(cluster.address, 64, cluster.workers, 1.0)  # the first run's one-time imports, apart
     runs = []
     print(f"{'cases':>8} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
-    for wall in walls:
-        for size in sizes:
-            cases, cpu, elapsed = replay_once(cluster.address, size, cluster.workers, wall)
-            runs.append((cases, elapsed, cpu))
-            print(f"{cases:>8} {cpu:>13.2f} {elapsed:>8.1f} {1000 * cpu / cases:>12.3f}")
+    for _ in range(repeat):
+        for wall in walls:
+            for size in sizes:
+                cases, cpu, elapsed = replay_once(cluster.address, size, cluster.workers, wall)
+                runs.append((cases, elapsed, cpu))
+                print(f"{cases:>8} {cpu:>13.2f} {elapsed:>8.1f} {1000 * cpu / cases:>12.3f}", flush=True)
     fixed, per_second, per_case = fit_cases_and_wall(runs)
     print(f"fit: driver CPU = {fixed:.2f} s + {per_second * 1000:.1f} ms per second of wall + per case")
-    print(f"marginal driver CPU per case at {cluster.workers} workers: {1000 * per_case:.4f} ms (target <= 0.02 ms)")
+    error = per_case_error(runs)
+    spread = "" if error is None else f" ± {1000 * error:.4f} (one standard error, {len(runs)} runs)"
+    where = f"at {cluster.workers} workers"
+    print(f"marginal driver CPU per case {where}: {1000 * per_case:.4f} ms{spread} (target <= 0.02 ms)")
+
+
+def _design(runs: list[tuple[int, float, float]]):
+    import numpy as np
+
+    design = np.array([[1.0, wall, cases] for cases, wall, _ in runs])
+    if len(runs) < 3 or np.linalg.matrix_rank(design) < 3:
+        raise ValueError("the fit needs runs of at least two sizes and two wall times (--sizes, --walls)")
+    return design, np.array([cpu for *_, cpu in runs])
 
 
 def fit_cases_and_wall(runs: list[tuple[int, float, float]]) -> tuple[float, float, float]:
@@ -202,11 +217,24 @@ def fit_cases_and_wall(runs: list[tuple[int, float, float]]) -> tuple[float, flo
     own CPU per case), so the wall time is a variable of its own, not a constant that cancels."""
     import numpy as np
 
-    design = np.array([[1.0, wall, cases] for cases, wall, _ in runs])
-    if len(runs) < 3 or np.linalg.matrix_rank(design) < 3:
-        raise ValueError("the fit needs runs of at least two sizes and two wall times (--sizes, --walls)")
-    solution, *_ = np.linalg.lstsq(design, np.array([cpu for *_, cpu in runs]), rcond=None)
+    design, cpu = _design(runs)
+    solution, *_ = np.linalg.lstsq(design, cpu, rcond=None)
     return float(solution[0]), float(solution[1]), float(solution[2])
+
+
+def per_case_error(runs: list[tuple[int, float, float]]) -> float | None:
+    """The standard error of the fit's per-case coefficient (from the residuals; None with no
+    more runs than coefficients; four runs leave one degree of freedom, too few to judge by —
+    ``--repeat`` gives the fit more)."""
+    import numpy as np
+
+    design, cpu = _design(runs)
+    if len(runs) <= 3:
+        return None
+    solution, *_ = np.linalg.lstsq(design, cpu, rcond=None)
+    residual = cpu - design @ solution
+    variance = float(residual @ residual) / (len(runs) - 3)
+    return float(np.sqrt(variance * np.linalg.inv(design.T @ design)[2, 2]))
 
 
 def on_cluster(cluster: LoopbackCluster, body) -> int:
@@ -244,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", action="store_true", help="the per-case part alone, on a replay of equal wall time")
     p.add_argument("--nodes", type=int, default=4, help="--replay: Ray nodes (default: %(default)s)")
     p.add_argument("--walls", default="10,25", help="--replay: seconds the runs take, each size each (%(default)s)")
+    p.add_argument("--repeat", type=int, default=2, help="--replay: runs of each size and wall (%(default)s)")
     args = p.parse_args(ours)
     if args.replay:
         return replay_main(args, p)

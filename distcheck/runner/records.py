@@ -74,7 +74,9 @@ class CaseRecord:
     def from_wire(cls, case: CaseId, wire: tuple) -> CaseRecord:
         """The record :meth:`wire` sent, for ``case`` (the driver's own id of it)."""
         verdict, message, seconds, estimate, text = wire
-        record = cls(case, verdict, message, seconds, 1, estimate)
+        record = object.__new__(cls)  # the fields set at once: a frozen dataclass's __init__ sets each apart
+        record.__dict__.update(_WIRE_DEFAULTS)
+        record.__dict__.update(case=case, verdict=verdict, message=message, seconds=seconds, estimate=estimate)
         record.__dict__["json_text"] = text  # what the cached property would make again
         return record
 
@@ -92,3 +94,6 @@ class CaseRecord:
             record.get("blocks"),
             None if attempts is None else tuple(dict(a) for a in attempts),
         )
+
+
+_WIRE_DEFAULTS = {"tasks": 1, "blocks": None, "attempts": None}  # of a record from the wire (see CaseRecord.wire)

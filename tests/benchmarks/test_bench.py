@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmarks.bench_driver import fit, fit_cases_and_wall
+from benchmarks.bench_driver import fit, fit_cases_and_wall, per_case_error
 from benchmarks.bench_scale import busy_profile
 from benchmarks.loopback import processes_of
 from distcheck.runner.records import CaseRecord
@@ -33,6 +33,11 @@ def test_the_replay_fit_separates_cases_from_wall_time():
     assert (fixed, per_second, per_case) == pytest.approx((0.3, 0.05, 2e-5))
     with pytest.raises(ValueError, match="two sizes and two wall times"):
         fit_cases_and_wall([(2000, 10.0, 1.0), (4000, 20.0, 2.0), (8000, 40.0, 4.0)])  # wall follows cases
+    assert per_case_error(runs[:3]) is None  # three runs, three coefficients: no residual to judge by
+    again = [*runs, *runs]
+    assert per_case_error(again) == pytest.approx(0.0, abs=1e-12)
+    noisy = [(cases, wall, cpu + (0.05 if k < 4 else -0.05)) for k, (cases, wall, cpu) in enumerate(again)]
+    assert per_case_error(noisy) > 1e-7
 
 
 def record(seconds: float, tasks: int = 1, estimate: dict | None = None) -> CaseRecord:

@@ -19,6 +19,20 @@ def test_case_ids_round_trip(text):
     assert str(CaseId.parse(text)) == text
 
 
+def test_case_ids_and_infos_pickle_whole_and_frozen():
+    import pickle
+
+    from distcheck.suites.base import CaseInfo
+
+    info = CaseInfo(CaseId("torch-opinfo", "mul", "float64", "gradgrad", 7), "run", "", "ab12", 5)
+    again = pickle.loads(pickle.dumps([info, info.id], protocol=5))
+    assert again == [info, info.id] and hash(again[1]) == hash(info.id)
+    assert again[0].id.text == "torch-opinfo::mul::float64::sample7::gradgrad" and again[0].key == info.key
+    assert pickle.loads(pickle.dumps(CaseId.parse("torch-opinfo::cov::float64::grad"))).sample is None
+    with pytest.raises(AttributeError):
+        again[0].id.op = "add"  # frozen, as made by the constructor
+
+
 def test_case_id_parts():
     case = CaseId.parse("torch-opinfo::nn.functional.conv2d::float64::sample3::gradgrad")
     assert case == CaseId("torch-opinfo", "nn.functional.conv2d", "float64", "gradgrad", 3)
