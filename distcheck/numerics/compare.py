@@ -47,19 +47,25 @@ def _row_blocks(a: np.ndarray, b: np.ndarray):
 
 def allclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
     """``close_mask(...).all()``, block by block: a cheap test first (``|a - e| <= allowed`` with
-    a finite allowance implies close), the exact mask only for a block that fails it."""
-    if np.shape(actual) != np.shape(expected):
-        raise ValueError(f"cannot compare blocks of shapes {np.shape(actual)} and {np.shape(expected)}")
-    actual, expected = promote(np.asarray(actual), np.asarray(expected))
+    a finite allowance implies close), the exact mask only for a block that fails it. Most
+    comparisons (every one of a fast-mode check) are small: one block, without slicing."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise ValueError(f"cannot compare blocks of shapes {actual.shape} and {expected.shape}")
+    if actual.dtype != expected.dtype:
+        actual, expected = promote(actual, expected)
     with np.errstate(invalid="ignore", over="ignore"):
-        for a, e in _row_blocks(actual, expected):
-            allowed = np.abs(rtol * e)
-            allowed += atol
-            if (np.abs(a - e) <= allowed).all() and np.isfinite(allowed).all():
-                continue
-            if not close_mask(a, e, rtol, atol).all():
-                return False
-    return True
+        if actual.size <= _BLOCK:
+            return _block_close(actual, expected, rtol, atol)
+        return all(_block_close(a, e, rtol, atol) for a, e in _row_blocks(actual, expected))
+
+
+def _block_close(a: np.ndarray, e: np.ndarray, rtol: float, atol: float) -> bool:
+    allowed = np.abs(rtol * e)
+    allowed += atol
+    if (np.abs(a - e) <= allowed).all() and np.isfinite(allowed).all():
+        return True
+    return bool(close_mask(a, e, rtol, atol).all())
 
 
 def max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
@@ -67,8 +73,11 @@ def max_abs_difference(a: np.ndarray, b: np.ndarray) -> float:
     reference's ``max > tol`` test is then False, so a NaN never fails a reentrancy check."""
     if a.size == 0:
         return 0.0
-    a, b = promote(a, b)
+    if a.dtype != b.dtype:
+        a, b = promote(a, b)
     with np.errstate(invalid="ignore"):
+        if a.size <= _BLOCK:
+            return float(np.max(np.abs(a - b)))
         return float(np.max([np.max(np.abs(x - y)) for x, y in _row_blocks(a, b)]))
 
 

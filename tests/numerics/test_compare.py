@@ -64,3 +64,24 @@ def test_blockwise_allclose_and_max_are_torchs_on_large_blocks_of_any_layout(mon
         theirs = float((ta - tb).abs().max())
         ours = max_abs_difference(a, b)
         assert (np.isnan(ours) and np.isnan(theirs)) or ours == theirs, (a_value, b_value)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (5, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_one_block_comparisons_are_torchs_with_every_special_value(shape, dtype):
+    """Small blocks (every comparison of a fast-mode check) take the path without slicing:
+    the same verdicts and maxima as torch, 0-d arrays and mixed dtypes included."""
+    specials = [(None, None), (np.inf, np.inf), (-np.inf, np.inf), (np.nan, 1.0), (1.0, np.nan), (1.0, np.inf)]
+    specials.append((2.0, 1.0))
+    for a_value, b_value in specials:
+        a = np.full(shape, 0.5, dtype=dtype)
+        b = (a + 1e-9).astype(np.complex128 if dtype == np.float32 else dtype)  # float32 vs complex128: promoted
+        if a_value is not None:
+            a.reshape(-1)[-1], b.reshape(-1)[-1] = a_value, b_value
+        ta, tb = torch.from_numpy(np.array(a, ndmin=1)), torch.from_numpy(np.array(b, ndmin=1))
+        ta = ta.to(torch.promote_types(ta.dtype, tb.dtype))
+        assert allclose(a, b, 1e-3, 1e-5) == torch.allclose(ta, tb.to(ta.dtype), rtol=1e-3, atol=1e-5)
+        theirs, ours = float((ta - tb).abs().max()), max_abs_difference(a, b)
+        assert (np.isnan(ours) and np.isnan(theirs)) or ours == theirs, (a_value, b_value)
+    with pytest.raises(ValueError, match="shapes"):
+        allclose(np.zeros(2), np.zeros(3), 1e-3, 1e-5)
