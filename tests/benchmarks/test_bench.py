@@ -103,3 +103,17 @@ def test_a_replay_on_a_loopback_cluster_and_nothing_left_after(tmp_path):
     root = started.split("temp dir ")[1].split(" ")[0]
     assert not os.path.exists(root)
     assert not processes_of([], root)  # no process of the cluster is left
+
+
+def test_cpu_by_process_counts_the_command_and_ray_kinds():
+    from benchmarks.cpu_by_process import DRIVER, OTHER, kind, measure
+
+    parents = {10: 6, 11: 6, 6: 5, 5: 1, 12: 1}  # make (5) -> python (6) -> Ray's processes
+    assert kind("ray::_runner", 10, 5, parents).startswith("runners")
+    assert kind("/x/ray/core/src/ray/raylet/raylet --raylet_socket_name=...", 11, 5, parents) == "raylet"
+    assert kind("make check-local", 5, 5, parents) == DRIVER
+    assert kind("python -m distcheck run", 6, 5, parents) == DRIVER
+    assert kind("bash", 12, 5, parents) == OTHER
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    wall, by_kind = measure(["sh", "-c", f"{sys.executable} -c '{spin}'"], every=0.05)  # a child's CPU: the driver's
+    assert wall >= 0.5 and 0.3 <= by_kind[DRIVER] <= wall + 0.1

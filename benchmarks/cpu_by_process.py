@@ -1,0 +1,119 @@
+"""Where a run's CPU goes, by process: run a command (e.g. ``distcheck run``), sample every
+process of this machine every ``--every`` seconds while it runs, and print the CPU seconds each
+kind of process used meanwhile (the runners, the driver, the queue actor, Ray's raylet, GCS,
+monitors and agents, the rest of the machine), against the wall time × cores.
+
+    .venv/bin/python benchmarks/cpu_by_process.py -- make check-local
+    .venv/bin/python benchmarks/cpu_by_process.py --every 1 -- .venv/bin/python -m distcheck run --ops add,mul
+
+On 2 cores every CPU second that is not a runner's is taken from the cases (the main-job
+issue's item 3: the driver and Ray out of the workers' way). The driver is the command and
+its descendants that are not Ray's. A process that ends between two samples loses at most
+``--every`` seconds of its CPU; Linux only (``/proc``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import time
+
+# (what a process's command line contains, the kind it is counted as), the first match wins
+KINDS = (
+    ("ray::_runner", "runners (ray::_runner, _careful, IDLE)"),
+    ("ray::_careful", "runners (ray::_runner, _careful, IDLE)"),
+    ("ray::IDLE", "runners (ray::_runner, _careful, IDLE)"),
+    ("ray::run_split", "split-case coordinators"),
+    ("ray::WorkQueue", "the queue actor (ray::WorkQueue)"),
+    ("raylet", "raylet"),
+    ("gcs_server", "GCS"),
+    ("log_monitor.py", "log monitor, autoscaler monitor"),
+    ("autoscaler/_private/monitor.py", "log monitor, autoscaler monitor"),
+    ("dashboard", "dashboard, agents"),
+    ("ray::RuntimeEnvAgent", "dashboard, agents"),
+    ("ray::DashboardAgent", "dashboard, agents"),
+)
+DRIVER = "the driver (the command and its own children)"
+OTHER = "the rest of the machine"
+
+
+def kind(command_line: str, pid: int, driver: int, parents: dict[int, int]) -> str:
+    """The kind a process is counted as: a Ray process by its command line, else the driver if
+    it is the command (pid ``driver``) or descends from it (``parents``: pid -> parent pid)."""
+    for part, name in KINDS:
+        if part in command_line:
+            return name
+    seen = set()
+    while pid not in seen and pid > 1:
+        if pid == driver:
+            return DRIVER
+        seen.add(pid)
+        pid = parents.get(pid, 0)
+    return OTHER
+
+
+def sample(into: dict[int, tuple[str, float, int]], tick: float) -> None:
+    """Every process's ``(command line, CPU seconds so far, parent pid)``, by pid."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline") as f:
+                command_line = f.read().replace("\0", " ").strip()
+        except OSError:  # it ended meanwhile
+            continue
+        into[int(entry)] = (command_line, (int(fields[11]) + int(fields[12])) / tick, int(fields[1]))
+
+
+def measure(command: list[str], every: float) -> tuple[float, collections.Counter]:
+    """Run ``command``; ``(wall seconds, CPU seconds by kind)`` while it ran."""
+    tick = os.sysconf("SC_CLK_TCK")
+    before: dict[int, tuple[str, float, int]] = {}
+    sample(before, tick)
+    seen: dict[int, tuple[str, float, int]] = {}
+    begin = time.perf_counter()
+    child = subprocess.Popen(command)
+    try:
+        while child.poll() is None:
+            sample(seen, tick)
+            time.sleep(every)
+    except KeyboardInterrupt:
+        child.terminate()
+        child.wait()
+        raise
+    wall = time.perf_counter() - begin
+    parents = {pid: parent for pid, (_, _, parent) in seen.items()}
+    by_kind: collections.Counter = collections.Counter()
+    for pid, (command_line, cpu, _) in seen.items():
+        if pid == os.getpid():
+            continue
+        by_kind[kind(command_line, pid, child.pid, parents)] += cpu - before.get(pid, (command_line, 0.0, 0))[1]
+    return wall, by_kind
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ours, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--every", type=float, default=0.5, help="seconds between samples (%(default)s)")
+    args = p.parse_args(ours)
+    if not command or args.every <= 0:
+        p.error("give the command to measure after --, and a positive --every")
+    if not os.path.isdir("/proc/self"):
+        p.error("needs Linux's /proc")
+    wall, by_kind = measure(command, args.every)
+    cores = os.cpu_count() or 1
+    print(f"wall {wall:.1f} s on {cores} cores: {wall * cores:.1f} core-seconds")
+    for name, cpu in by_kind.most_common():
+        print(f"  {cpu:8.2f} s  {100 * cpu / (wall * cores):5.1f} %  {name}")
+    print(f"  {wall * cores - sum(by_kind.values()):8.2f} s  idle")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
