@@ -117,3 +117,13 @@ def test_cpu_by_process_counts_the_command_and_ray_kinds():
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
     wall, by_kind = measure(["sh", "-c", f"{sys.executable} -c '{spin}'"], every=0.05)  # a child's CPU: the driver's
     assert wall >= 0.5 and 0.3 <= by_kind[DRIVER] <= wall + 0.1
+
+
+def test_the_interleaved_benchmark_times_both_loops_on_the_selected_cases():
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_interleaved.py")
+    command = [sys.executable, script, "--ops", "mul", "--checks", "grad", "--dtypes", "float64", "--repeats", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "best of 1 alternating runs" in done.stdout and "serial per-case ratio" in done.stdout
+    bad = subprocess.run([*command[:3], "nosuch"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "unknown op 'nosuch'" in bad.stderr
