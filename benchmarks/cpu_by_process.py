@@ -21,6 +21,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.loopback import proc_entries  # noqa: E402
+
 # (what a process's command line contains, the kind it is counted as), the first match wins
 KINDS = (
     ("ray::_runner", "runners (ray::_runner, _careful, IDLE)"),
@@ -57,17 +61,8 @@ def kind(command_line: str, pid: int, driver: int, parents: dict[int, int]) -> s
 
 def sample(into: dict[int, tuple[str, float, int]], tick: float) -> None:
     """Every process's ``(command line, CPU seconds so far, parent pid)``, by pid."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline") as f:
-                command_line = f.read().replace("\0", " ").strip()
-        except OSError:  # it ended meanwhile
-            continue
-        into[int(entry)] = (command_line, (int(fields[11]) + int(fields[12])) / tick, int(fields[1]))
+    for pid, fields, command in proc_entries():
+        into[pid] = (command.replace("\0", " ").strip(), (int(fields[11]) + int(fields[12])) / tick, int(fields[1]))
 
 
 def measure(command: list[str], every: float) -> tuple[float, collections.Counter]:

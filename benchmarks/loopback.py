@@ -38,9 +38,9 @@ def ray_command() -> str:
     return beside if os.path.exists(beside) else "ray"
 
 
-def _table() -> dict[int, tuple[int, int, str]]:
-    """Every live process: pid -> (parent pid, process group, command line)."""
-    table = {}
+def proc_entries():
+    """Every process of this machine, from ``/proc``: ``(pid, the fields of its stat after the
+    command name, its command line with NULs)``; one that ends meanwhile is left out."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -51,9 +51,16 @@ def _table() -> dict[int, tuple[int, int, str]]:
                 command = f.read().decode(errors="replace")
         except OSError:
             continue
-        if fields[0] != "Z":  # a zombie is dead already
-            table[int(entry)] = (int(fields[1]), int(fields[2]), command)
-    return table
+        yield int(entry), fields, command
+
+
+def _table() -> dict[int, tuple[int, int, str]]:
+    """Every live process: pid -> (parent pid, process group, command line)."""
+    return {
+        pid: (int(fields[1]), int(fields[2]), command)
+        for pid, fields, command in proc_entries()
+        if fields[0] != "Z"  # a zombie is dead already
+    }
 
 
 def processes_of(groups: list[int], marker: str) -> set[int]:
