@@ -10,10 +10,13 @@ real slow-mode checks cut into Jacobian chunks, whole cases real fast-mode check
 REPORT is a JSON report of ``distcheck run --json``. Prints the total case seconds, P, the lower
 bound max(total / P, the longest case that cannot be split, driver CPU), the wall time from the
 first dispatch on the joined, warm cluster, their ratio (target ≤ 1.15), start-up apart, and
-where the difference goes: driver CPU (measured: this process is the driver), idle slots while
-work remained (Ray's per-task overhead, dispatch gaps) and the idle tail (both reconstructed
-from when each case's record arrived and how long it took), next to the simulator's prediction
-of the same replay (``benchmarks/simulate.py``). ``--scale`` multiplies every recorded time (and
+where the difference goes: driver CPU (measured: this process is the driver), the cases'
+overrun (the seconds they took beyond their recorded ones: on a machine with fewer cores than
+workers, a woken worker waits for a core), the idle tail (reconstructed from when each case's
+record arrived and how long it took) and the idle slots while work remained (the rest: Ray's
+per-task overhead, dispatch gaps), next to the simulator's prediction of the same replay
+(``benchmarks/simulate.py``); then the CPU of the whole run by kind of process (from ``/proc``,
+as ``cpu_by_process.py`` counts it). ``--scale`` multiplies every recorded time (and
 the split threshold, so that the same cases split). Stops exactly the processes it started,
 also on Ctrl-C and errors.
 """
@@ -33,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ray  # noqa: E402
 
+from benchmarks import cpu_by_process  # noqa: E402
 from benchmarks.loopback import LoopbackCluster  # noqa: E402
 from benchmarks.sim import calibration  # noqa: E402
 from benchmarks.sim.model import predict  # noqa: E402
@@ -145,7 +149,10 @@ def report(
     wall = end - start
     bound = max(workload.total / p, workload.longest, driver_cpu)
     works = {str(c.id): c.work * suite.scale for c in suite.recording().cases if c.split}
-    busy, starved, tail = busy_profile(timeline.arrivals, start, wall, p, works)
+    _, _, tail = busy_profile(timeline.arrivals, start, wall, p, works)
+    busy = sum(works.get(r.id, r.seconds) if r.tasks > 1 else r.seconds for _, r in timeline.arrivals if r.tasks > 0)
+    overrun = busy - workload.total
+    starved = max(0.0, p * wall - busy - tail)
     constants = calibration.load(replay=True)
     predicted = predict(workload, p, constants, durations)
     since = "the first dispatch" if first is not None else "the listener's start (no RunResult.first_dispatch yet)"
@@ -163,9 +170,11 @@ def report(
     print(f"achieved wall (from {since}): {wall:.2f} s   ratio {wall / bound:.3f}   (target <= 1.15)")
     print(f"where the difference goes ({wall - bound:+.2f} s):")
     print(f"  driver CPU during the run       {driver_cpu:8.2f} s ({driver_cpu / max(wall, 1e-9):.0%} of the wall)")
+    print(f"  cases' overrun / P              {overrun / p:8.2f} s (cases took longer than recorded: waits for a core)")
     print(f"  idle while work remained / P    {starved / p:8.2f} s (Ray per-task overhead, dispatch gaps, listings)")
     print(f"  idle tail / P                   {tail / p:8.2f} s (after the last moment every worker was busy)")
-    print(f"  busy / P                        {busy / p:8.2f} s (case work {workload.total / p:.2f} s)")
+    recorded = f"recorded {workload.total / p:.2f} s"
+    print(f"  busy / P                        {busy / p:8.2f} s (the cases' seconds; {recorded})")
     print(
         f"simulator, same replay at P={p}: wall {predicted.wall:.2f} s (ratio {predicted.ratio:.3f}; "
         f"{predicted.wall / wall - 1:+.1%} from the replay), starved/P {predicted.starved / p:.2f} s, "
@@ -231,14 +240,25 @@ def main(argv: list[str] | None = None) -> int:
         split_seconds = SPLIT_SECONDS * args.scale
         options = RunOptions(address=cluster.address, timeout=args.timeout, split_seconds=split_seconds, **durations)
         cpu = cpu_seconds()
+        sampler = cpu_by_process.Sampler(every=1.0).start()
         timeline.run_start = time.perf_counter()
         result = run_suite(suite, Selection(), options, timeline)
-        driver_cpu = cpu_seconds() - cpu
+        by_kind = sampler.stop(os.getpid())
+        driver_cpu = cpu_seconds() - cpu - sampler.own_cpu
+        by_kind[cpu_by_process.DRIVER] -= sampler.own_cpu
+        run_wall = time.perf_counter() - timeline.run_start
         if args.json:
             json_report.write(result, args.json, sys.argv)
         if args.timeline:
             timeline.write(args.timeline)
         report(args, suite, result, timeline, driver_cpu, startup, bool(durations))
+        cores = os.cpu_count() or 1
+        print(f"CPU of the whole run by process ({run_wall:.2f} s on {cores} cores, {run_wall * cores:.1f} core-s):")
+        for name, seconds in by_kind.most_common():
+            print(f"  {seconds:8.2f} s  {name}")
+        busy = sum(by_kind.values()) / (run_wall * cores)
+        print(f"  the cores were {busy:.0%} busy", end="")
+        print(": the replay measured this machine's cores, not the dispatcher" if busy > 0.9 else "")
     except KeyboardInterrupt:
         print("bench_scale: interrupted; stopping the cluster", file=sys.stderr)
         return 130

@@ -19,6 +19,7 @@ import collections
 import os
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,6 +66,60 @@ def sample(into: dict[int, tuple[str, float, int]], tick: float) -> None:
         into[pid] = (command.replace("\0", " ").strip(), (int(fields[11]) + int(fields[12])) / tick, int(fields[1]))
 
 
+def snapshot() -> dict[int, tuple[str, float, int]]:
+    """:func:`sample` of every process now."""
+    now: dict[int, tuple[str, float, int]] = {}
+    sample(now, os.sysconf("SC_CLK_TCK"))
+    return now
+
+
+def used_between(before: dict, after: dict, driver: int) -> collections.Counter:
+    """CPU seconds by kind between two samples, of the processes in the second (one that started
+    in between from 0; by pid: a Ray worker renames itself), this process left out; ``driver``:
+    the pid counted as the driver, with its descendants."""
+    parents = {pid: parent for pid, (_, _, parent) in after.items()}
+    by_kind: collections.Counter = collections.Counter()
+    for pid, (command_line, cpu, _) in after.items():
+        if pid != os.getpid() or pid == driver:
+            by_kind[kind(command_line, pid, driver, parents)] += cpu - before.get(pid, ("", 0.0, 0))[1]
+    return by_kind
+
+
+class Sampler:
+    """Samples every process every ``every`` seconds in a thread of this process, from
+    :meth:`start` to :meth:`stop` (so that a process that ends meanwhile is counted up to its
+    last sample); ``own_cpu``: the CPU seconds the sampling took (this process's CPU counts
+    them, take them off)."""
+
+    def __init__(self, every: float = 1.0):
+        self.every, self.own_cpu = every, 0.0
+        self.before: dict[int, tuple[str, float, int]] = {}
+        self.seen: dict[int, tuple[str, float, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self.before = snapshot()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        tick, begin = os.sysconf("SC_CLK_TCK"), time.thread_time()
+        while True:
+            sample(self.seen, tick)
+            self.own_cpu = time.thread_time() - begin
+            if self._stop.wait(self.every):
+                break
+        sample(self.seen, tick)
+        self.own_cpu = time.thread_time() - begin
+
+    def stop(self, driver: int) -> collections.Counter:
+        """CPU seconds by kind since :meth:`start` (see :func:`used_between`)."""
+        self._stop.set()
+        self._thread.join()
+        return used_between(self.before, self.seen, driver)
+
+
 def measure(command: list[str], every: float) -> tuple[float, collections.Counter]:
     """Run ``command``; ``(wall seconds, CPU seconds by kind)`` while it ran."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -81,14 +136,7 @@ def measure(command: list[str], every: float) -> tuple[float, collections.Counte
         child.terminate()
         child.wait()
         raise
-    wall = time.perf_counter() - begin
-    parents = {pid: parent for pid, (_, _, parent) in seen.items()}
-    by_kind: collections.Counter = collections.Counter()
-    for pid, (command_line, cpu, _) in seen.items():
-        if pid == os.getpid():
-            continue
-        by_kind[kind(command_line, pid, child.pid, parents)] += cpu - before.get(pid, (command_line, 0.0, 0))[1]
-    return wall, by_kind
+    return time.perf_counter() - begin, used_between(before, seen, child.pid)
 
 
 def main(argv: list[str] | None = None) -> int:

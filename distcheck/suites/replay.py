@@ -24,7 +24,12 @@ Groups are the recording's op × dtype. Workers read the report themselves, once
 ``scale`` multiplies every recorded time (0.1: a ten times shorter replay). With ``checks``
 off, a whole case that passed only sleeps its time (in ``build``) and makes no check call: on a
 loopback cluster of many workers on few cores, the checks' own CPU (about a millisecond per
-fast-mode check) would otherwise be what the replay measures.
+fast-mode check) would otherwise be what the replay measures. Those sleeps are pooled per worker
+process (:class:`PooledSleep`): a case owes its time, and the worker sleeps once what it owes
+reaches ``POOL`` seconds, so that the worker's total time is the recorded total (to within one
+pool) while it wakes up once per ``POOL`` rather than once per case (half the cases took under
+4 ms; each wakeup of a time.sleep costs ~50 µs of CPU on this kind of machine, which 64
+workers on 2 cores would otherwise spend).
 """
 
 from __future__ import annotations
@@ -208,6 +213,31 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+POOL = 0.005  # seconds a worker owes before it sleeps them (whole cases that only sleep)
+
+
+class PooledSleep:
+    """Sleeps owed, slept once they reach ``pool`` seconds; what a sleep overshoots is
+    subtracted from the next ones. ``sleep`` and ``clock`` default to the time module's,
+    looked up at each call."""
+
+    def __init__(self, pool: float = POOL, sleep=None, clock=None):
+        self.pool, self.owed = pool, 0.0
+        self._sleep, self._clock = sleep, clock
+
+    def __call__(self, seconds: float) -> None:
+        self.owed += seconds
+        if self.owed < self.pool:
+            return
+        clock = self._clock or time.perf_counter
+        begin = clock()
+        (self._sleep or time.sleep)(self.owed)
+        self.owed -= clock() - begin
+
+
+_pooled = PooledSleep()  # this process's
+
+
 @dataclass(frozen=True)
 class ReplaySuite:
     """The replay of the report at ``path`` (see the module's docstring); build it with
@@ -224,7 +254,10 @@ class ReplaySuite:
         return load(self.path)
 
     def prepare(self) -> None:
-        self.recording()
+        """Read the recording and index it by case and by group: ~0.25 s for a 45,000-case
+        report, once per worker process, paid in a warm-up rather than in the first case."""
+        recording = self.recording()
+        recording.by_id, recording.by_group  # noqa: B018 (cached properties, computed here)
 
     def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:
         recording = self.recording()
@@ -264,7 +297,7 @@ class ReplaySuite:
             inputs = (np.linspace(0.1, 1.0, columns),)
             return BuiltCase(case, func, inputs, (CheckCall("gradcheck", {}),), recorded.fingerprint)
         if not self.checks and recorded.verdict not in ("fail", "error"):
-            _sleep(recorded.seconds * self.scale)
+            _pooled(recorded.seconds * self.scale)
             return BuiltCase(case, _double, (np.array([0.5]),), (), recorded.fingerprint)
         return BuiltCase(
             case,

@@ -99,6 +99,8 @@ def test_a_replay_on_a_loopback_cluster_and_nothing_left_after(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "total case seconds 0.30   P 2" in done.stdout
     assert "verdicts: {'pass': 12" in done.stdout
+    assert "cases' overrun / P" in done.stdout and "CPU of the whole run by process" in done.stdout
+    assert "s  runners (ray::_runner" in done.stdout and "the cores were" in done.stdout
     started = next(line for line in done.stdout.splitlines() if line.startswith("loopback cluster: 2 nodes"))
     root = started.split("temp dir ")[1].split(" ")[0]
     assert not os.path.exists(root)
@@ -117,6 +119,34 @@ def test_cpu_by_process_counts_the_command_and_ray_kinds():
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
     wall, by_kind = measure(["sh", "-c", f"{sys.executable} -c '{spin}'"], every=0.05)  # a child's CPU: the driver's
     assert wall >= 0.5 and 0.3 <= by_kind[DRIVER] <= wall + 0.1
+
+
+def test_cpu_between_two_samples_is_by_pid_and_counts_new_processes_whole():
+    from benchmarks.cpu_by_process import DRIVER, used_between
+
+    me = os.getpid()
+    before = {20: ("ray::IDLE", 5.0, 1), 21: ("ray::WorkQueue", 1.0, 1), me: ("pytest", 9.0, 1)}
+    after = {
+        20: ("ray::_runner", 7.5, 1),  # renamed itself meanwhile: still the same process
+        21: ("ray::WorkQueue", 1.25, 1),
+        22: ("ray::_runner", 0.5, 1),  # started meanwhile
+        me: ("pytest", 10.0, 1),  # this process: left out unless it is the driver
+    }
+    by_kind = used_between(before, after, driver=1)
+    assert by_kind["runners (ray::_runner, _careful, IDLE)"] == pytest.approx(3.0)
+    assert by_kind["the queue actor (ray::WorkQueue)"] == pytest.approx(0.25)
+    assert sum(by_kind.values()) == pytest.approx(3.25)
+    assert used_between(before, after, driver=me)[DRIVER] == pytest.approx(1.0)
+
+
+def test_the_sampler_counts_a_process_that_ended_while_it_sampled():
+    from benchmarks.cpu_by_process import OTHER, Sampler
+
+    sampler = Sampler(every=0.05).start()
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\ntime.sleep(0.2)"
+    subprocess.run([sys.executable, "-c", spin], check=True)  # not this process's child for long: it ends
+    by_kind = sampler.stop(driver=1)
+    assert 0.2 <= by_kind[OTHER] and sampler.own_cpu > 0
 
 
 def test_the_interleaved_benchmark_times_both_loops_on_the_selected_cases():

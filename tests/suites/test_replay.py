@@ -11,7 +11,7 @@ import pytest
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.budget import SPLIT, Budget, estimate
 from distcheck.runner.case_runner import run_case
-from distcheck.suites import CaseId, Selection, UsageError
+from distcheck.suites import CaseId, Selection, UsageError, replay
 from distcheck.suites.base import GroupInfo
 from distcheck.suites.replay import load, replay_suite, split_shape
 
@@ -140,6 +140,16 @@ def test_the_report_is_read_once_per_process(report):
     assert load(report) is load(report)
 
 
+def test_preparing_indexes_the_recording_so_that_a_warm_worker_s_first_case_does_not(report):
+    suite = replay_suite(report)
+    load.cache_clear()
+    suite.prepare()
+    recording = load(report)
+    assert {"cases", "by_id", "by_group"} <= set(vars(recording))  # cached properties, computed
+    groups = {("add", "float64"), ("cov", "float64"), ("mul", "complex128"), ("ctc", "float64")}
+    assert set(recording.by_group) == groups
+
+
 def test_a_replay_worker_never_imports_torch(report):
     code = (
         "import sys\n"
@@ -159,9 +169,27 @@ def test_a_replay_worker_never_imports_torch(report):
 def test_without_checks_a_passing_whole_case_only_sleeps(report, monkeypatch):
     slept = []
     monkeypatch.setattr("distcheck.suites.replay.time.sleep", slept.append)
+    monkeypatch.setattr(replay, "_pooled", replay.PooledSleep())
     suite = replay_suite(report, scale=0.01, checks=False)
     result = run_suite(suite, Selection(ops=("add",)), RunOptions(serial=True, timeout=None))
     assert [r.verdict for r in result.records] == ["pass", "fail", "error"]
     assert suite.build(CaseId(SUITE, "add", "float64", "grad", 0)).calls == ()
     assert len(suite.build(CaseId(SUITE, "add", "float64", "grad", 1)).calls) == 1  # fail: a real check
-    assert sorted(slept) == [0.003, 0.003, 0.003, 0.003]  # 3 cases run, and one build above
+    # the fail and the error run real checks, sleeping before them; the case that passed, built
+    # twice (run, and above), pools its 3 ms sleeps into one of 6 ms
+    assert sorted(slept) == [0.003, 0.003, 0.006]
+
+
+def test_pooled_sleeps_keep_the_total_and_carry_what_a_sleep_overshoots():
+    now, slept = [0.0], []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds + 0.0004  # every sleep overshoots
+
+    pooled = replay.PooledSleep(0.005, sleep, lambda: now[0])
+    for _ in range(100):
+        pooled(0.001)
+    assert all(s >= 0.005 - 0.0004 for s in slept) and len(slept) < 25  # woken ~every 5 ms, not 100 times
+    assert now[0] + pooled.owed == pytest.approx(0.1)  # the worker's time is the recorded total
+    assert abs(pooled.owed) < 0.005
