@@ -151,8 +151,12 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             cases = [listing[k] for k in share]
         outcomes = []
         for k, case in enumerate(cases):
-            outcomes.append((k, reported_case(case, run_case(suite, case.id, case.fingerprint, budget))))
-            if time.monotonic() - reported >= report_every:
+            outcome = reported_case(case, run_case(suite, case.id, case.fingerprint, budget))
+            outcomes.append((k, outcome))
+            # a case to split goes out at once: its coordinator starts on the driver's word, and
+            # this runner's next item may take long (the slow grad suite replayed at 64 workers
+            # found its last split case ~50 s late)
+            if time.monotonic() - reported >= report_every or _to_split(outcome):
                 yield report(("done", item.id, outcomes))
                 outcomes = []
         if outcomes:
@@ -160,6 +164,10 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
         finished = item.id
     if events:
         yield events
+
+
+def _to_split(outcome: Outcome | tuple) -> bool:
+    return type(outcome) is not tuple and outcome.verdict == SPLIT_VERDICT
 
 
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming", _generator_backpressure_num_objects=1)
@@ -442,12 +450,18 @@ class _Run:
         self.next_runner += 1
 
     def start_split(self, case: CaseInfo) -> None:
-        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once); runners
-        stop as they finish their items, so that the chunks (cut for every worker of the cluster)
-        get the CPUs — except to take costly cases, which may be split cases too (see
-        ``WorkQueue.pause``)."""
+        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once). Once one
+        has started (see :meth:`receive_split`), runners stop as they finish their items, so that
+        the chunks (cut for every worker of the cluster) get the CPUs — except to take costly
+        cases, which may be split cases too (see ``WorkQueue.pause``)."""
         self.waiting.append(case)
         self.start_waiting()
+
+    def pause(self) -> None:
+        """A coordinator has started: its chunks are coming; runners stop as they finish their
+        items. Not before: a coordinator's process may take seconds to start (a new worker
+        process that loads the suite), and runners that stopped at once left the cluster idle
+        meanwhile (the slow grad suite replayed at 64 workers: ~9 s)."""
         if not self.paused:
             self.paused = True
             self.queue.pause.remote(True)
@@ -479,6 +493,7 @@ class _Run:
             return
         if message is None:
             split.since = time.monotonic()
+            self.pause()
             return
         outcome, tasks = message
         self.sink.emit([to_record(split.case, outcome, tasks)])

@@ -176,3 +176,41 @@ def test_torch_opinfo_split_case(ray_cluster):
     result = run_suite(suite, selection, RunOptions(split_seconds=0.0))
     assert [r.verdict for r in result.records] == ["pass", "pass"]
     assert all(r.estimate is not None for r in result.records)
+
+
+class _FakeQueue:
+    """The queue actor's two methods, for a runner called as a plain generator: items in order."""
+
+    def __init__(self, ray, items):
+        self.items, self.taken = list(items), 0
+        self.take = type("take", (), {"remote": lambda _, runner, finished: ray.put(self._next())})()
+        self.put = type("put", (), {"remote": lambda _, work: None})()
+
+    def _next(self):
+        self.taken += 1
+        return self.items.pop(0) if self.items else None
+
+
+def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cluster):
+    """The driver starts a split case's coordinator when it hears of it: a runner that found
+    one must not sit on it while it runs the next item (reports otherwise wait for
+    ``report_every`` seconds of work)."""
+    from distcheck.runner.budget import Budget
+    from distcheck.runner.case_runner import SPLIT_VERDICT
+    from distcheck.runner.feed import Item
+    from distcheck.runner.ray_dispatch import _runner
+    from distcheck.suites.base import RUN, CaseId, CaseInfo
+
+    suite = FakeSuite("slow", ops=("drag", "sin"))
+    info = lambda op: CaseInfo(CaseId("fake", op, "float64", "grad", 0), RUN, "", f"fp-{op}")  # noqa: E731
+    queue = _FakeQueue(ray_cluster, [Item(0, cases=(info("drag"),)), Item(1, cases=(info("sin"),))])
+    runner = _runner._function(0, queue, suite, Budget(2**30, split_seconds=0.01), 600.0, Selection(), 8)
+    reports = []
+    for events in runner:
+        reports.append((queue.taken, [event[0] for event in events]))
+        if "done" in reports[-1][1] and len(reports) == 2:
+            first_done = next(event for event in events if event[0] == "done")
+    # the first start goes out at once (the runner was idle); the case to split right after it
+    # ran, before the runner took its next item; then the rest when there is no more work
+    assert reports == [(1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
+    assert first_done[2][0][1].verdict == SPLIT_VERDICT
