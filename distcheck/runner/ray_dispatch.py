@@ -12,7 +12,7 @@
 - **Streaming.** A runner is a Ray generator. It reports every ``REPORT_EVERY`` seconds of work
   (a quarter of the timeout if that is shorter): the items it started, the listings it made and
   the outcomes of the cases it finished since the last report; and at once when it runs out of
-  work, or starts work after being idle. So the driver reads a message per runner per second,
+  work, starts work after being idle, or has found a case to split. So the driver reads a message per runner per second,
   not per item (each message costs the driver ~0.3 ms of CPU, in Ray's threads and its own),
   and knows of every busy runner the item it last heard of, and since when; the queue knows
   what the runner took after that (see ``_Run.lost``).
@@ -35,7 +35,9 @@
   comes back as ``split``, and the driver starts a *coordinator* task for it at once
   (:mod:`.split`): on the cluster, with its own RNG state, it runs the case's check on the Ray
   executor, which cuts its Jacobians into chunks over every worker. Several split cases run at
-  once, alongside the runners; a timed-out one is cancelled with its chunks.
+  once; once a coordinator has started, runners stop as they finish their items (but for costly
+  cases, which may be split cases too), so that the chunks get the CPUs, and start again when no
+  split case is left. A timed-out split case is cancelled with its chunks.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
 """
 
