@@ -122,21 +122,19 @@ class Sampler:
 
 def measure(command: list[str], every: float) -> tuple[float, collections.Counter]:
     """Run ``command``; ``(wall seconds, CPU seconds by kind)`` while it ran."""
-    tick = os.sysconf("SC_CLK_TCK")
-    before: dict[int, tuple[str, float, int]] = {}
-    sample(before, tick)
-    seen: dict[int, tuple[str, float, int]] = {}
+    sampler = Sampler(every).start()
     begin = time.perf_counter()
     child = subprocess.Popen(command)
     try:
-        while child.poll() is None:
-            sample(seen, tick)
-            time.sleep(every)
+        child.wait()
     except KeyboardInterrupt:
         child.terminate()
         child.wait()
         raise
-    return time.perf_counter() - begin, used_between(before, seen, child.pid)
+    finally:
+        wall = time.perf_counter() - begin
+        by_kind = sampler.stop(child.pid)
+    return wall, by_kind
 
 
 def main(argv: list[str] | None = None) -> int:
