@@ -110,6 +110,12 @@ def warm(suite: ReplaySuite, workers: int, patience: float = 120.0) -> float:
     return time.perf_counter() - begin
 
 
+def slot_seconds(record: CaseRecord, works: dict[str, float]) -> float:
+    """The slot-seconds a case's record stands for: its seconds, or a split case's recorded
+    work (``works``, by case id: it ran over many slots)."""
+    return works.get(record.id, record.seconds) if record.tasks > 1 else record.seconds
+
+
 def busy_profile(
     arrivals: list[tuple[float, CaseRecord]], start: float, wall: float, workers: int, works: dict[str, float]
 ) -> tuple:
@@ -123,7 +129,7 @@ def busy_profile(
             continue
         end = min(max(arrival - start, 0.0), wall)
         begin = max(0.0, end - record.seconds)
-        work = works.get(record.id, record.seconds) if record.tasks > 1 else record.seconds
+        work = slot_seconds(record, works)
         slots = min(workers, work / max(end - begin, 1e-9))
         changes += [(begin, slots), (end, -slots)]
     segments, used, t = [], 0.0, 0.0
@@ -150,7 +156,7 @@ def report(
     bound = max(workload.total / p, workload.longest, driver_cpu)
     works = {str(c.id): c.work * suite.scale for c in suite.recording().cases if c.split}
     _, _, tail = busy_profile(timeline.arrivals, start, wall, p, works)
-    busy = sum(works.get(r.id, r.seconds) if r.tasks > 1 else r.seconds for _, r in timeline.arrivals if r.tasks > 0)
+    busy = sum(slot_seconds(r, works) for _, r in timeline.arrivals if r.tasks > 0)
     overrun = busy - workload.total
     starved = max(0.0, p * wall - busy - tail)
     constants = calibration.load(replay=True)
