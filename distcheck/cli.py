@@ -194,9 +194,9 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         result.interrupted = stopper.name
         print(console.summary(result, args.strict_flaky, plan.folder))
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
-        json_report.write(result, str(plan.folder / REPORT), plan.command, resume)
+        reports = [str(plan.folder / REPORT), *([args.json] if args.json else [])]
+        json_report.write(result, reports, plan.command, resume)  # the text made once
         if args.json:
-            json_report.write(result, args.json, plan.command, resume)
             print(f"JSON report: {args.json}")
         _write_reports(args, plan.command, result, str(plan.folder))
         _shutdown_ray()

@@ -104,6 +104,15 @@ def test_json_report(tmp_path):
     assert data["cases"][4]["sample"] is None
 
 
+def test_json_report_to_several_paths_writes_the_same_whole_text_to_each(tmp_path):
+    """``distcheck run --json FILE`` writes the run folder's report and FILE: one text, twice."""
+    paths = [str(tmp_path / "report.json"), str(tmp_path / "elsewhere.json")]
+    json_report.write(_result(), paths, ["distcheck", "run"])
+    first, second = (open(path).read() for path in paths)
+    assert first == second == json_report.text(_result(), ["distcheck", "run"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.json", "report.json"]  # no .tmp left
+
+
 def test_json_report_text_is_the_report_with_a_line_per_case():
     """The file is written as text (summary indented, a compact line per case, each record
     encoded once); it must read back as exactly :func:`json_report.report`, escapes included."""
