@@ -12,10 +12,10 @@
 - **Streaming.** A runner is a Ray generator. It reports every ``REPORT_EVERY`` seconds of work
   (a quarter of the timeout if that is shorter): the items it started, the listings it made and
   the outcomes of the cases it finished since the last report; and at once when it runs out of
-  work, starts work after being idle, or has found a case to split. So the driver reads a message per runner per second,
-  not per item (each message costs the driver ~0.3 ms of CPU, in Ray's threads and its own),
-  and knows of every busy runner the item it last heard of, and since when; the queue knows
-  what the runner took after that (see ``_Run.lost``).
+  work, starts work after being idle, or has found a case to split. So the driver reads a
+  message per runner per second, not per item (each message costs the driver ~0.3 ms of CPU,
+  in Ray's threads and its own), and knows of every busy runner the item it last heard of, and
+  since when; the queue knows what the runner took after that (see ``_Run.lost``).
 - **Timeouts.** When a runner has reported nothing for ``timeout`` seconds in an item, one of
   the item's unreported cases — or of an item it took since — is stuck. If that can only be one
   case (a single case left and nothing taken since, or a *careful* task, which reports after
