@@ -46,7 +46,8 @@ class AuxCheck(StrEnum):
 
 class VariantKey(str):
     """The key of a function variant in a check's subject: the function itself (``"f"``), the
-    part of its complex outputs (``"imag"``) or inputs (``"inputs-imag"``), and the twin of a
+    part of its complex outputs (``"imag"``) or inputs (``"inputs-imag"``), both parts of its
+    complex outputs side by side (``"parts"``, see :data:`OUTPUT_PARTS`), and the twin of a
     variant whose sparse inputs finite differences see fully specified (``"f#dense"``)."""
 
     __slots__ = ()
@@ -62,3 +63,6 @@ class VariantKey(str):
 
 
 FUNCTION = VariantKey("f")
+# The function's outputs as their imaginary parts, then their real parts (PARTS_IN_TORCH_ORDER):
+# one evaluation gives the finite differences of both parts' checks.
+OUTPUT_PARTS = VariantKey("parts")

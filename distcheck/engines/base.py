@@ -17,7 +17,8 @@ Hooks, with defaults that suit a dense, functional library (override where the l
 :meth:`Engine.check_outputs`, :meth:`Engine.element_rows`, :meth:`Engine.densify`,
 :attr:`Engine.shares_reference`, :meth:`Engine.version`, :meth:`Engine.requires_grad`,
 :meth:`Engine.track`, :meth:`Engine.stack`, :meth:`Engine.grad_layout_error`,
-:meth:`Engine.input_part`, :meth:`Engine.output_part`, :meth:`Engine.grad_function`.
+:meth:`Engine.input_part`, :meth:`Engine.output_part`, :meth:`Engine.output_parts`,
+:meth:`Engine.grad_function`.
 
 Values cross the interface in two forms: *engine values* (the library's own arrays, what the
 checked function takes and returns, what the autodiff primitives consume and produce) and numpy
@@ -306,6 +307,13 @@ class Engine(ABC):
         """``func`` with its complex outputs replaced by their ``part`` (picklable). Default: built
         on :meth:`complex_part` (:mod:`distcheck.engines.complex_parts`)."""
         return complex_parts.ComplexOutputPart(func, part, self.name)
+
+    def output_parts(self, func: Callable, parts: tuple[Part, ...], n_inputs: int) -> Callable:
+        """``func`` with each output replaced by its ``parts``, part after part (``len(parts)``
+        times as many outputs, each the value :meth:`output_part` gives): finite differences of
+        every part from one evaluation. Only evaluated, never differentiated. Default: built on
+        :meth:`complex_part`."""
+        return complex_parts.ComplexOutputParts(func, parts, self.name)
 
     def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
         """gradgradcheck's derived function ``(*inputs, *grad_outputs) -> grads`` and its inputs.

@@ -36,6 +36,20 @@ class ComplexOutputPart:
         return tuple(engine.complex_part(o, self.part) for o in outputs)
 
 
+class ComplexOutputParts:
+    """``func`` with each of its outputs replaced by its ``parts`` (``"imag"``, ``"real"``), part
+    after part: ``len(parts) × n`` outputs from one evaluation, each exactly the value
+    :class:`ComplexOutputPart` gives for its part (the same ``complex_part`` of the same output)."""
+
+    def __init__(self, func: Callable, parts: tuple[Part, ...], engine: str):
+        self.func, self.parts, self.engine = func, parts, engine
+
+    def __call__(self, *inputs):
+        outputs = as_tuple(self.func(*inputs))
+        engine = get_engine(self.engine)
+        return tuple(engine.complex_part(o, part) for part in self.parts for o in outputs)
+
+
 class ComplexInputPart:
     """``func`` as a function of the ``part`` of its complex inputs at ``positions``, the other
     part held at the constant ``others``."""

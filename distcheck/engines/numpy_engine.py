@@ -88,8 +88,25 @@ class _OutputPart:
     part: Part
 
     def __call__(self, *inputs):
-        take = np.real if self.part == Part.REAL else np.imag
-        return tuple(take(o) if np.iscomplexobj(o) else o for o in _outputs(self.func, inputs))
+        return tuple(_part(o, self.part) for o in _outputs(self.func, inputs))
+
+
+@dataclass(frozen=True)
+class _OutputParts:
+    """A NumpyFunction's outputs as their ``parts``, part after part, from one evaluation."""
+
+    func: NumpyFunction
+    parts: tuple[Part, ...]
+
+    def __call__(self, *inputs):
+        outputs = _outputs(self.func, inputs)
+        return tuple(_part(o, part) for part in self.parts for o in outputs)
+
+
+def _part(value, part: Part):
+    if not np.iscomplexobj(value):
+        return value
+    return np.real(value) if part == Part.REAL else np.imag(value)
 
 
 @dataclass(frozen=True)
@@ -242,6 +259,10 @@ class NumpyEngine(Engine):
         vjp = None if fn.vjp is None else _OutputPartVJP(fn, part, n_inputs)
         return NumpyFunction(_OutputPart(fn, part), vjp, None, fn.argnums)
 
+    def output_parts(self, func: Any, parts: tuple[Part, ...], n_inputs: int) -> NumpyFunction:
+        fn = _require(func)
+        return NumpyFunction(_OutputParts(fn, parts), None, None, fn.argnums)
+
     def perturbed_evaluator(self, func: Any, inputs: tuple, position: int, outputs: Sequence[bool]):
         fn = _require(func)
         inputs = list(inputs)
@@ -288,9 +309,7 @@ class NumpyEngine(Engine):
         raise EngineCapabilityError("the numpy engine has no vectorizing map (vmap): batched checks are not available")
 
     def complex_part(self, value: Any, part: Part) -> Any:
-        if not np.iscomplexobj(value):
-            return value
-        return np.real(value) if part == Part.REAL else np.imag(value)
+        return _part(value, part)
 
     def complex_join(self, part_value: np.ndarray, other: np.ndarray, part: Part) -> np.ndarray:
         return part_value + 1j * other if part == Part.REAL else other + 1j * part_value

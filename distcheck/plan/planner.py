@@ -15,12 +15,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from distcheck.engines import Engine, TensorInfo
-from distcheck.kinds import FUNCTION, PARTS_IN_TORCH_ORDER, AuxCheck, Mode, Part, VariantKey
+from distcheck.kinds import FUNCTION, OUTPUT_PARTS, PARTS_IN_TORCH_ORDER, AuxCheck, Mode, Part, VariantKey
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import ChunkPolicy, Whole, Workload
 from distcheck.plan.stages import (
@@ -276,12 +276,16 @@ def plan_gradcheck(
 
     if options.check_backward_ad:
         complex_outputs = any(o is not None and o.is_complex for o in output_infos)
+        shared = None
+        if complex_outputs:
+            b.variants[OUTPUT_PARTS] = Variant(engine.output_parts(func, PARTS_IN_TORCH_ORDER, len(inputs)), inputs)
+            shared = _SharedParts(len(output_infos))
         for part in PARTS_IN_TORCH_ORDER if complex_outputs else (None,):
             key = VariantKey.of(part)
             if part:
                 b.variants[key] = Variant(engine.output_part(func, part, len(inputs)), inputs)
             outputs = [real_info(o) if part else o for o in output_infos]
-            _plan_backward(b, _Target(key, part, diff), input_infos, outputs, output_infos)
+            _plan_backward(b, _Target(key, part, diff), input_infos, outputs, output_infos, shared)
 
     if options.check_forward_ad:
         complex_inputs = any(i is not None and i.is_complex and i.requires_grad for i in input_infos)
@@ -332,12 +336,63 @@ class _Target:
     diff: tuple[InputSlot, ...]
 
 
+@dataclass
+class _SharedParts:
+    """The finite differences of a function with complex outputs, made once for the checks of
+    both parts (torch evaluates the function again for each): units of the
+    :data:`~distcheck.kinds.OUTPUT_PARTS` variant, planned with the first part's stage and
+    reused by the second's. Both parts perturb the inputs at the same points: the same columns,
+    or in fast mode the same random directions u (drawn alike for both; compared to be sure)."""
+
+    n_outputs: int
+    units: dict[tuple, tuple[int, ...]] = field(default_factory=dict)  # (kind, wanted) -> per input
+    vectors: dict[tuple, list[np.ndarray]] = field(default_factory=dict)
+
+    def window(self, part: Part) -> tuple[int, int]:
+        start = PARTS_IN_TORCH_ORDER.index(part) * self.n_outputs
+        return start, start + self.n_outputs
+
+    def projections(self, b: _Builder, diff, infos, u, wanted: Sequence[bool]) -> tuple[int, ...] | None:
+        """The shared projection units along ``u`` (one per input), or None if ``u`` differs from
+        the directions they were made for."""
+        vectors = [b.data[key] for keys in u for key in keys]
+        key = ("projection", tuple(wanted))
+        if key in self.units:
+            made = self.vectors[key]
+            same = len(made) == len(vectors) and all(np.array_equal(a, c) for a, c in zip(made, vectors))
+            return self.units[key] if same else None
+        self.vectors[key] = vectors
+        self.units[key] = tuple(
+            b.add(
+                NumericalProjection(
+                    b.numerical_variant(OUTPUT_PARTS, s.position, i)[0],
+                    s.position,
+                    keys,
+                    b.options.eps,
+                    tuple(wanted) * 2,
+                )
+            )
+            for s, i, keys in zip(diff, infos, u)
+        )
+        return self.units[key]
+
+    def columns(self, b: _Builder, diff, infos, outputs, wanted: Sequence[bool]) -> tuple[tuple[int, ...], ...]:
+        key = ("columns", tuple(wanted))
+        if key not in self.units:
+            doubled, twice = list(outputs) * 2, list(wanted) * 2
+            self.units[key] = tuple(
+                b.add_all(b.numerical_columns(OUTPUT_PARTS, s, i, doubled, twice)) for s, i in zip(diff, infos)
+            )
+        return self.units[key]
+
+
 def _plan_backward(
     b: _Builder,
     target: _Target,
     input_infos: Sequence[TensorInfo | None],
     outputs: Sequence[TensorInfo | None],
     original_outputs: Sequence[TensorInfo | None],
+    shared: _SharedParts | None = None,
 ) -> None:
     key, part, diff = target.key, target.part, target.diff
     differentiable = [o is not None and o.requires_grad for o in outputs]
@@ -348,17 +403,22 @@ def _plan_backward(
         if differentiable[p]
     )
     infos = [input_infos[s.position] for s in diff]
+    window = None
     if b.options.fast_mode:
         u, v = b.unit_vectors(key, infos, [outputs[o.position] for o in checked], diff)
         wanted = differentiable if checked else floats
-        numerical = tuple(
-            b.add(
-                NumericalProjection(
-                    b.numerical_variant(key, s.position, i)[0], s.position, keys, b.options.eps, tuple(wanted)
+        numerical = shared.projections(b, diff, infos, u, wanted) if shared and checked else None
+        if numerical is None:
+            numerical = tuple(
+                b.add(
+                    NumericalProjection(
+                        b.numerical_variant(key, s.position, i)[0], s.position, keys, b.options.eps, tuple(wanted)
+                    )
                 )
+                for s, i, keys in zip(diff, infos, u)
             )
-            for s, i, keys in zip(diff, infos, u)
-        )
+        else:
+            window = shared.window(part)
         if not checked:
             numels = tuple(s.numel for s in diff)
             b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), numels, b.options.nondet_tol))
@@ -371,16 +431,25 @@ def _plan_backward(
                 b.analytical_rows(key, diff, checked[k], whole=True)[0],
             )
 
-        stage = ProjectedComparison(key, Mode.BACKWARD, diff, checked, numerical, analytical, u, v, explain, part)
+        stage = ProjectedComparison(
+            key, Mode.BACKWARD, diff, checked, numerical, analytical, u, v, explain, part, numerical_outputs=window
+        )
         b.stages.append(stage)
         return
     if not checked:
         numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
         b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
         return
-    numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
+    if shared:
+        numerical, window = shared.columns(b, diff, infos, outputs, differentiable), shared.window(part)
+    else:
+        numerical = tuple(
+            b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos)
+        )
     analytical = tuple(b.add_all(b.analytical_rows(key, diff, o)) for o in checked)
-    b.stages.append(JacobianComparison(key, Mode.BACKWARD, diff, checked, numerical, analytical, part))
+    b.stages.append(
+        JacobianComparison(key, Mode.BACKWARD, diff, checked, numerical, analytical, part, numerical_outputs=window)
+    )
 
 
 def _plan_forward(

@@ -39,6 +39,7 @@ class JacobianComparison:
     analytical: tuple[tuple[int, ...], ...]
     part: Part | None = None  # which part of complex outputs (backward) / inputs (forward)
     input_was_complex: tuple[bool, ...] = ()
+    numerical_outputs: tuple[int, int] | None = None  # see ProjectedComparison
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,10 @@ class ProjectedComparison:
     per input (forward). ``u[i]``: subject.data keys of input i's vector(s); ``v[k]``: output k's.
     ``explain(i, k)``: the slow-mode units (numerical, analytical) of input i and output k, made
     and run only on failure, to show the full Jacobian blocks.
+
+    ``numerical_outputs``: ``(start, stop)`` when the numerical units are shared with the stage
+    of the other part of complex outputs (they evaluate :data:`~distcheck.kinds.OUTPUT_PARTS`):
+    this stage's outputs are ``start:stop`` of theirs. None: all of them.
     """
 
     variant: VariantKey
@@ -63,6 +68,7 @@ class ProjectedComparison:
     explain: Callable[[int, int], tuple[Unit, Unit]]
     part: Part | None = None
     input_was_complex: tuple[bool, ...] = ()
+    numerical_outputs: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,22 @@ def _joined(parts: Sequence[np.ndarray], axis: int) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
 
+def window(value: Value, outputs: tuple[int, int] | None) -> Value:
+    """``value`` restricted to the outputs ``start:stop`` of each numerical unit (units shared by
+    the two parts of complex outputs); ``value`` itself for None."""
+    if outputs is None:
+        return value
+    start, stop = outputs
+
+    def part(unit: int):
+        result = value(unit)
+        if isinstance(result, SparseColumns):
+            return SparseColumns(result.blocks[start:stop], result.rows)
+        return result[start:stop]
+
+    return part
+
+
 def numerical(
     value: Value, units_per_input: Sequence[Sequence[int]], numels: Sequence[int] | None = None
 ) -> list[list[np.ndarray | None]]:

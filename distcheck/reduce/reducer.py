@@ -83,7 +83,8 @@ class Reducer:
     # -- stages --------------------------------------------------------------------------
 
     def jacobian_comparison(self, stage: JacobianComparison) -> None:
-        numerical = jacobians.numerical(self.value, stage.numerical, [s.numel for s in stage.inputs])
+        value = jacobians.window(self.value, stage.numerical_outputs)
+        numerical = jacobians.numerical(value, stage.numerical, [s.numel for s in stage.inputs])
         if stage.mode == Mode.FORWARD:  # all forward Jacobians first, then the comparisons
             columns = [jacobians.forward(self.value, units) for units in stage.analytical]
             for c in columns:
@@ -108,7 +109,8 @@ class Reducer:
 
     def projected_comparison(self, stage: ProjectedComparison) -> None:
         o, data = self.options, self.plan.subject.data
-        projections = [self.value(unit) for unit in stage.numerical]  # [input][output position]: J u
+        numerical = jacobians.window(self.value, stage.numerical_outputs)
+        projections = [numerical(unit) for unit in stage.numerical]  # [input][output position]: J u
         if stage.mode == Mode.FORWARD:
             columns = [self.value(unit) for unit in stage.analytical]
             for c in columns:
@@ -203,7 +205,9 @@ def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]
     for stage in plan.stages:
         if not isinstance(stage, JacobianComparison):
             continue
-        numerical = jacobians.numerical(value, stage.numerical, [s.numel for s in stage.inputs])
+        numerical = jacobians.numerical(
+            jacobians.window(value, stage.numerical_outputs), stage.numerical, [s.numel for s in stage.inputs]
+        )
         if stage.mode == Mode.FORWARD:
             columns = [jacobians.forward(value, units) for units in stage.analytical]
         else:

@@ -136,6 +136,12 @@ CUSTOM = {
         _exp,
         lambda m, i, o, g: m.real(g) * m.conj(o[0]),
     ),
+    "WrongRealPart": Custom(
+        "exp(z) whose gradient is right for the imaginary part of the output only (torch checks it "
+        "first: the real part's check fails, on finite differences shared with the imaginary one).",
+        _exp,
+        lambda m, i, o, g: 1j * m.imag(g) * m.conj(o[0]),
+    ),
     "WrongSecondInput": Custom(
         "x * y with a wrong gradient for y only.",
         lambda m, x, y: x * y,

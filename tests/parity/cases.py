@@ -115,6 +115,9 @@ WRONG = [
         lambda: (tf.WrongImaginaryPart.apply, (_t(3, dtype=torch.complex128),)),
         expect="GradcheckError",
     ),
+    Case(
+        "wrong_real_part", lambda: (tf.WrongRealPart.apply, (_t(3, dtype=torch.complex128),)), expect="GradcheckError"
+    ),
     Case("wrong_second_input", lambda: (tf.WrongSecondInput.apply, (_t(3), _t(3, seed=1))), expect="GradcheckError"),
     Case(
         "wrong_on_non_contiguous_input",

@@ -1,4 +1,5 @@
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -52,7 +53,12 @@ def test_complex_outputs_check_imaginary_then_real_parts():
     _, plan = plan_check(torch.sin, (_x(3, dtype=torch.complex128),), CheckOptions(), SerialExecutor())
     comparisons = [s for s in plan.stages if isinstance(s, JacobianComparison)]
     assert [s.part for s in comparisons] == ["imag", "real"]
-    assert set(plan.subject.variants) == {"f", "imag", "real"}
+    assert set(plan.subject.variants) == {"f", "imag", "real", "parts"}
+    # one set of finite differences for both parts: the imaginary parts' outputs, then the real
+    assert comparisons[0].numerical == comparisons[1].numerical
+    assert [s.numerical_outputs for s in comparisons] == [(0, 1), (1, 2)]
+    (unit,) = {plan.units[u] for units in comparisons[0].numerical for u in units}
+    assert unit.variant == "parts" and len(unit.outputs) == 2
 
 
 def test_no_differentiable_output_plans_a_zero_check():
@@ -81,6 +87,48 @@ def test_chunked_jacobians_are_bitwise_identical_to_whole(size, forward):
     assert whole.keys() == chunked.keys() and whole
     for key in whole:
         assert whole[key].tobytes() == chunked[key].tobytes(), key
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_shared_finite_differences_of_both_parts_are_bitwise_those_of_each_part_alone(fast, sparse):
+    """The units of both parts evaluate the function once (the "parts" variant); each part's
+    outputs of them are exactly what finite differences of that part's own function give."""
+    z = _x(2, 3, dtype=torch.complex128)
+    y = _x(3).detach().to_sparse().requires_grad_() if sparse else _x(3)
+    dense = lambda y: y.to_dense() if y.layout != torch.strided else y  # noqa: E731
+    func = lambda z, y: ((z * dense(y)).sin(), (z * dense(y)).sum())  # noqa: E731  two complex outputs
+    _, plan = plan_check(func, (z, y), CheckOptions(fast_mode=fast, masked=False), ChunkedSerial(2))
+    stages = [s for s in plan.stages if getattr(s, "part", None)]
+    assert [s.numerical_outputs for s in stages] == [(0, 2), (2, 4)]
+    shared = [u for units in stages[0].numerical for u in ((units,) if fast else units)]
+    assert len(shared) == (2 if fast else 5)  # chunks of 2 columns: z's 6 in 3, y's 3 in 2
+    run = lambda units: SerialExecutor().submit(plan.subject, units)  # noqa: E731
+    together = run([plan.units[u] for u in shared])
+    for stage in stages:
+        start, stop = stage.numerical_outputs
+        # the same units, on the part's own function (its sparse twin where the input is sparse)
+        alone = [
+            replace(
+                plan.units[u],
+                variant=plan.units[u].variant.replace("parts", stage.variant),
+                outputs=plan.units[u].outputs[start:stop],
+            )
+            for u in shared
+        ]
+        for u in alone:
+            if u.variant not in plan.subject.variants:
+                plan.subject.variants[u.variant] = replace(
+                    plan.subject.variants[stage.variant], inputs=plan.subject.variants["parts#dense"].inputs
+                )
+        separate = run(alone)
+        for k in range(len(shared)):
+            mine, theirs = together.get(k).unwrap(), separate.get(k).unwrap()
+            mine = mine.blocks if hasattr(mine, "blocks") else mine
+            theirs = theirs.blocks if hasattr(theirs, "blocks") else theirs
+            assert len(theirs) == 2 and all(b is not None for b in theirs)
+            for a, b in zip(mine[start:stop], theirs):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def test_units_and_subject_pickle():
