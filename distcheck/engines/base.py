@@ -308,7 +308,7 @@ class Engine(ABC):
         on :meth:`complex_part` (:mod:`distcheck.engines.complex_parts`)."""
         return complex_parts.ComplexOutputPart(func, part, self.name)
 
-    def output_parts(self, func: Callable, parts: tuple[Part, ...], n_inputs: int) -> Callable:
+    def output_parts(self, func: Callable, parts: tuple[Part, ...]) -> Callable:
         """``func`` with each output replaced by its ``parts``, part after part (``len(parts)``
         times as many outputs, each the value :meth:`output_part` gives): finite differences of
         every part from one evaluation. Only evaluated, never differentiated. Default: built on

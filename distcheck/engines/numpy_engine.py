@@ -259,7 +259,7 @@ class NumpyEngine(Engine):
         vjp = None if fn.vjp is None else _OutputPartVJP(fn, part, n_inputs)
         return NumpyFunction(_OutputPart(fn, part), vjp, None, fn.argnums)
 
-    def output_parts(self, func: Any, parts: tuple[Part, ...], n_inputs: int) -> NumpyFunction:
+    def output_parts(self, func: Any, parts: tuple[Part, ...]) -> NumpyFunction:
         fn = _require(func)
         return NumpyFunction(_OutputParts(fn, parts), None, None, fn.argnums)
 

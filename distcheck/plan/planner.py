@@ -209,6 +209,21 @@ class _Builder:
     def add_all(self, units: Sequence[Unit]) -> tuple[int, ...]:
         return tuple(self.add(u) for u in units)
 
+    def projections(self, variant: VariantKey, diff, infos, u, wanted: Sequence[bool]) -> tuple[int, ...]:
+        """Fast mode's finite differences of ``variant``: one projection unit per input, along its ``u``."""
+        return tuple(
+            self.add(
+                NumericalProjection(
+                    self.numerical_variant(variant, s.position, i)[0], s.position, keys, self.options.eps, tuple(wanted)
+                )
+            )
+            for s, i, keys in zip(diff, infos, u)
+        )
+
+    def columns(self, variant: VariantKey, diff, infos, outputs, wanted: Sequence[bool]) -> tuple[tuple[int, ...], ...]:
+        """Slow mode's finite differences of ``variant``: the column units of each input."""
+        return tuple(self.add_all(self.numerical_columns(variant, s, i, outputs, wanted)) for s, i in zip(diff, infos))
+
     # -- random vectors (fast mode) ------------------------------------------------------
 
     def unit_vectors(
@@ -278,7 +293,7 @@ def plan_gradcheck(
         complex_outputs = any(o is not None and o.is_complex for o in output_infos)
         shared = None
         if complex_outputs:
-            b.variants[OUTPUT_PARTS] = Variant(engine.output_parts(func, PARTS_IN_TORCH_ORDER, len(inputs)), inputs)
+            b.variants[OUTPUT_PARTS] = Variant(engine.output_parts(func, PARTS_IN_TORCH_ORDER), inputs)
             shared = _SharedParts(len(output_infos))
         for part in PARTS_IN_TORCH_ORDER if complex_outputs else (None,):
             key = VariantKey.of(part)
@@ -362,27 +377,13 @@ class _SharedParts:
             same = len(made) == len(vectors) and all(np.array_equal(a, c) for a, c in zip(made, vectors))
             return self.units[key] if same else None
         self.vectors[key] = vectors
-        self.units[key] = tuple(
-            b.add(
-                NumericalProjection(
-                    b.numerical_variant(OUTPUT_PARTS, s.position, i)[0],
-                    s.position,
-                    keys,
-                    b.options.eps,
-                    tuple(wanted) * 2,
-                )
-            )
-            for s, i, keys in zip(diff, infos, u)
-        )
+        self.units[key] = b.projections(OUTPUT_PARTS, diff, infos, u, list(wanted) * 2)
         return self.units[key]
 
     def columns(self, b: _Builder, diff, infos, outputs, wanted: Sequence[bool]) -> tuple[tuple[int, ...], ...]:
         key = ("columns", tuple(wanted))
         if key not in self.units:
-            doubled, twice = list(outputs) * 2, list(wanted) * 2
-            self.units[key] = tuple(
-                b.add_all(b.numerical_columns(OUTPUT_PARTS, s, i, doubled, twice)) for s, i in zip(diff, infos)
-            )
+            self.units[key] = b.columns(OUTPUT_PARTS, diff, infos, list(outputs) * 2, list(wanted) * 2)
         return self.units[key]
 
 
@@ -409,14 +410,7 @@ def _plan_backward(
         wanted = differentiable if checked else floats
         numerical = shared.projections(b, diff, infos, u, wanted) if shared and checked else None
         if numerical is None:
-            numerical = tuple(
-                b.add(
-                    NumericalProjection(
-                        b.numerical_variant(key, s.position, i)[0], s.position, keys, b.options.eps, tuple(wanted)
-                    )
-                )
-                for s, i, keys in zip(diff, infos, u)
-            )
+            numerical = b.projections(key, diff, infos, u, wanted)
         else:
             window = shared.window(part)
         if not checked:
@@ -437,15 +431,13 @@ def _plan_backward(
         b.stages.append(stage)
         return
     if not checked:
-        numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
+        numerical = b.columns(key, diff, infos, outputs, floats)
         b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
         return
     if shared:
         numerical, window = shared.columns(b, diff, infos, outputs, differentiable), shared.window(part)
     else:
-        numerical = tuple(
-            b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos)
-        )
+        numerical = b.columns(key, diff, infos, outputs, differentiable)
     analytical = tuple(b.add_all(b.analytical_rows(key, diff, o)) for o in checked)
     b.stages.append(
         JacobianComparison(key, Mode.BACKWARD, diff, checked, numerical, analytical, part, numerical_outputs=window)
@@ -467,14 +459,7 @@ def _plan_forward(
         # torch's fast forward mode compares every float output (no tangent counts as zero)
         checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if floats[p])
         u, _ = b.unit_vectors(key, infos, [], diff)
-        numerical = tuple(
-            b.add(
-                NumericalProjection(
-                    b.numerical_variant(key, s.position, i)[0], s.position, keys, b.options.eps, tuple(floats)
-                )
-            )
-            for s, i, keys in zip(diff, infos, u)
-        )
+        numerical = b.projections(key, diff, infos, u, floats)
         analytical = tuple(
             b.add_all(b.forward_columns(key, i, diff, outputs, vector=keys[0]))[0] for i, keys in enumerate(u)
         )
@@ -489,10 +474,10 @@ def _plan_forward(
         b.stages.append(replace(stage, input_was_complex=was_complex))
         return
     if not any(differentiable):
-        numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, floats)) for s, i in zip(diff, infos))
+        numerical = b.columns(key, diff, infos, outputs, floats)
         b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
         return
     checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if differentiable[p])
-    numerical = tuple(b.add_all(b.numerical_columns(key, s, i, outputs, differentiable)) for s, i in zip(diff, infos))
+    numerical = b.columns(key, diff, infos, outputs, differentiable)
     analytical = tuple(b.add_all(b.forward_columns(key, i, diff, outputs)) for i in range(len(diff)))
     b.stages.append(JacobianComparison(key, Mode.FORWARD, diff, checked, numerical, analytical, part, was_complex))
