@@ -49,6 +49,18 @@ def _raise_on_undefined(m, inputs, outputs, g):
     return g * (1 - y * y)
 
 
+def _raise_on_second_undefined_alone(m, inputs, outputs, g1, g2):
+    """The second grad-output undefined while the first is zero (the undefined-grad check's
+    one-at-a-time case) raises; all of them undefined, or the first one nonzero (the Jacobian's
+    rows), is fine."""
+    (x,) = inputs
+    if g2 is None:
+        if g1 is not None and m.item(m.all_zero(g1)):
+            raise RuntimeError("this backward cannot handle an undefined grad of its second output")
+        return None if g1 is None else g1 * m.cos(x)
+    return (0 if g1 is None else g1 * m.cos(x)) - g2 * m.sin(x)
+
+
 def _item_in_jvp(m, inputs, t):
     return t * m.item(m.array(3.0, like=t)) + 0 * m.item(t.sum())
 
@@ -88,6 +100,13 @@ CUSTOM = {
         "tanh whose backward raises when its grad-output is undefined (None).",
         lambda m, x: m.tanh(x),
         _raise_on_undefined,
+        undefined_grads=True,
+    ),
+    "NoUndefinedSecondGrad": Custom(
+        "(sin x, cos x) whose backward raises when its second grad-output is undefined and the "
+        "first is zero: the all-undefined case passes, the one-at-a-time cases find it.",
+        lambda m, x: (m.sin(x), m.cos(x)),
+        _raise_on_second_undefined_alone,
         undefined_grads=True,
     ),
     "MissingConjugate": Custom(

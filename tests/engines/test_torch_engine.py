@@ -36,20 +36,27 @@ def _calls(check, func, inputs, **kwargs) -> int:
 )
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=str)
 @pytest.mark.parametrize("check", ["gradcheck", "gradgradcheck"])
-def test_a_check_calls_the_function_as_often_as_torch_does_less_one_parts_finite_differences(kwargs, dtype, check):
+def test_a_check_calls_the_function_as_often_as_torch_does_less_what_one_call_serves(kwargs, dtype, check):
     """The auxiliary checks use the first call, as torch's (gradgradcheck: each call is a backward
-    pass). Complex outputs: torch evaluates the function again for the finite differences of the
-    real part after those of the imaginary part, at the same points; distcheck evaluates it once
-    for both. Here every input of the checked function is complex (gradgradcheck's: x and the
-    two grad-outputs, 5 elements each), and each perturbation is 4 evaluations (±eps, ±eps·1j):
-    4 per element in slow mode, 4 per input in fast mode (one random direction)."""
+    pass) — and so does the undefined-grad check, for which torch calls the function again: once
+    with every grad-output undefined, then once per output with several outputs (``Counted`` has
+    two: 3 calls; gradgradcheck's function has one, the gradient of x: 1 call). Complex outputs:
+    torch evaluates the function again for the finite differences of the real part after those
+    of the imaginary part, at the same points; distcheck evaluates it once for both. Here every
+    input of the checked function is complex (gradgradcheck's: x and the two grad-outputs, 5
+    elements each), and each perturbation is 4 evaluations (±eps, ±eps·1j): 4 per element in
+    slow mode, 4 per input in fast mode (one random direction)."""
     x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).to(dtype).requires_grad_()
     func = Counted()
     ours = _calls(getattr(distcheck, check), func, (x,), **kwargs)
     theirs = _calls(getattr(torch.autograd, check), func, (x,), **kwargs)
     inputs = 3 if check == "gradgradcheck" else 1
-    saved = 0 if dtype == torch.float64 else 4 * inputs * (1 if kwargs.get("fast_mode") else 5)
-    assert theirs - ours == saved
+    undefined = 1 if check == "gradgradcheck" else 1 + 2
+    parts = 0 if dtype == torch.float64 else 4 * inputs * (1 if kwargs.get("fast_mode") else 5)
+    assert theirs - ours == undefined + parts
+    without = {**kwargs, "check_undefined_grad": False}  # torch's extra calls are the undefined-grad check's
+    assert _calls(getattr(torch.autograd, check), func, (x,), **without) == theirs - undefined
+    assert _calls(getattr(distcheck, check), func, (x,), **without) == ours
 
 
 def test_the_reference_call_is_shared_only_while_nothing_changes():

@@ -103,6 +103,11 @@ WRONG = [
     Case("nondet_backward", lambda: (tf.NoisyBackward.apply, (_t(3),)), expect="GradcheckError"),
     Case("undefined_grad_raises", lambda: (tf.NoUndefinedGrad.apply, (_t(3),)), expect="GradcheckError"),
     Case(
+        "undefined_second_grad_raises",
+        lambda: (tf.NoUndefinedSecondGrad.apply, (_t(3),)),
+        expect="GradcheckError",
+    ),
+    Case(
         "missing_conjugate",
         lambda: (tf.MissingConjugate.apply, (_t(3, dtype=torch.complex128), _t(3, dtype=torch.complex128, seed=1))),
         expect="GradcheckError",
