@@ -21,6 +21,13 @@ Formerly ``bench_opinfo_slow.py`` (``--mode slow --checks grad`` is that benchma
     .venv/bin/python benchmarks/bench_suite.py --mode slow --checks grad     # the slow-gradcheck job
     .venv/bin/python benchmarks/bench_suite.py --ops add,linalg.svd --distcheck serial
     .venv/bin/python benchmarks/bench_suite.py --address auto --json bench.json
+    .venv/bin/python benchmarks/bench_suite.py --torch-after    # torch's loop before and after distcheck
+
+This machine's speed drifts by more than the differences measured (torch's own loop over the same
+cases took 306.6-457.4 s on one day), and the runs come one after the other. ``--torch-after``
+runs torch's loop a second time after distcheck's runs: the ratios are then against the mean of
+the two loops (each case's torch time is the mean of its two), which cancels a drift that is
+linear over the run; both loops' times and their spread are printed.
 
 Targets: identical verdicts on every case; on Ray, a ratio of at least 0.9 × cores; serial
 per-case ratio (Σ distcheck case seconds / Σ torch case seconds) at most 1.0.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import sys
@@ -52,6 +60,21 @@ from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
 
 SUITE = "torch-opinfo"
 QUICK = 0.005  # seconds of torch time: a "small" case, where per-case overhead decides
+
+
+def mean_reference(
+    before: dict[str, CaseRecord], after: dict[str, CaseRecord]
+) -> tuple[dict[str, CaseRecord], list[str]]:
+    """Each case's record of torch's first loop with the mean of its two loops' seconds; the
+    keys whose two verdicts differ (torch against itself: a flaky case)."""
+    mean, flaky = {}, []
+    for key, first in before.items():
+        second = after.get(key)
+        if second is None or second.verdict != first.verdict:
+            flaky.append(key)
+        seconds = first.seconds if second is None else (first.seconds + second.seconds) / 2
+        mean[key] = dataclasses.replace(first, seconds=seconds)
+    return mean, flaky
 
 
 def load() -> str:
@@ -219,10 +242,14 @@ def compare(reference: dict[str, CaseRecord], reference_seconds: float, run: Dis
     return differ
 
 
-def write_json(path: str, args, reference, reference_seconds, runs: list[DistcheckRun], figures: dict) -> None:
+def write_json(
+    path: str, args, reference, reference_seconds, runs: list[DistcheckRun], figures: dict, loops: list
+) -> None:
     cases = {}
     for key, theirs in reference.items():
         case = {"torch": [theirs.verdict, theirs.seconds]}
+        if len(loops) > 1:
+            case["torch_loops"] = [loop[0][key].seconds if key in loop[0] else None for loop in loops]
         for run in runs:
             ours = run.records.get(key)
             case[run.name] = None if ours is None else [ours.verdict, ours.seconds, ours.tasks]
@@ -231,10 +258,13 @@ def write_json(path: str, args, reference, reference_seconds, runs: list[Distche
         "mode": args.mode,
         "checks": args.checks,
         "dtypes": args.dtypes,
-        "torch_seconds": reference_seconds,
+        "torch_seconds": reference_seconds,  # with --torch-after: the mean of the two loops
+        "torch_loop_seconds": [seconds for _, seconds in loops],
         **{f"{run.name}_seconds": run.seconds for run in runs},
         "breakdown": figures,
-        "cases": cases,  # key: {"torch": [verdict, seconds], "ray"/"serial": [verdict, seconds, tasks]}
+        # key: {"torch": [verdict, seconds], "torch_loops": [seconds, seconds] (--torch-after),
+        #       "ray"/"serial": [verdict, seconds, tasks]}
+        "cases": cases,
     }
     with open(path, "w") as f:
         json.dump(document, f, indent=1)
@@ -253,6 +283,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", help="write the per-case records of every run here")
     parser.add_argument(
         "--report", help="write the JSON report of distcheck's Ray run here (as `distcheck run --json`)"
+    )
+    parser.add_argument(
+        "--torch-after",
+        action="store_true",
+        help="run torch's loop again after distcheck's runs; compare against the mean of both loops",
     )
     return parser.parse_args(argv)
 
@@ -290,13 +325,32 @@ def main() -> int:
         print("(c) distcheck run --serial, in this process, 1 thread ...", flush=True)
         runs.append(distcheck_serial(args.mode, selection, RunOptions(serial=True, **limits)))
 
+    loops = [(reference, reference_seconds)]
+    flaky: list[str] = []
+    if args.torch_after:
+        print("(a') torch.autograd.gradcheck, serial loop, 1 thread, again ...", flush=True)
+        again, again_seconds = reference_loop(args.mode, selection, budget, args.max_cases)
+        print(f"    {len(again)} cases in {again_seconds:.1f} s; {load()}", flush=True)
+        loops.append((again, again_seconds))
+        reference, flaky = mean_reference(reference, again)
+        reference_seconds = (reference_seconds + again_seconds) / 2
+
     print(f"\nafter: {load()}")
-    figures, differ = {}, []
+    if args.torch_after:
+        before, after = loops[0][1], loops[1][1]
+        print(f"torch's loop before distcheck {before:.1f} s, after {after:.1f} s ({after / before - 1:+.1%}):")
+        print(f"  the figures below are against their mean, {reference_seconds:.1f} s (per case: the mean of its two)")
+        for run in runs:
+            against = f"before {before / run.seconds:.2f}x, after {after / run.seconds:.2f}x"
+            print(f"  ratio of distcheck {run.name} against torch's loop {against}")
+        for key in flaky[:20]:
+            print(f"  torch's two loops differ on {key}")
+    figures, differ = {}, list(flaky)
     for run in runs:
         differ += compare(reference, reference_seconds, run)
         figures[run.name] = breakdown(reference, run)
     if args.json:
-        write_json(args.json, args, reference, reference_seconds, runs, figures)
+        write_json(args.json, args, reference, reference_seconds, runs, figures, loops)
     return 0 if not differ else 1
 
 
