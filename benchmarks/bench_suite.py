@@ -226,13 +226,14 @@ def differing(reference: dict[str, CaseRecord], run: DistcheckRun) -> list[str]:
     ]
 
 
-def compare(reference: dict[str, CaseRecord], reference_seconds: float, run: DistcheckRun) -> list[str]:
+def compare(reference: dict[str, CaseRecord], reference_seconds: float, run: DistcheckRun, loops: int = 1) -> list[str]:
     """Print the run against torch's loop; the keys whose verdicts differ."""
     differ = differing(reference, run)
     where = f"on Ray ({run.workers} workers)" if run.name == "ray" else "serial (1 thread)"
     start = f"  (Ray start {run.ray_start:.1f} s, driver CPU {run.driver_cpu:.1f} s)" if run.name == "ray" else ""
     print()
-    print(f"torch serial loop (1 thread):        {reference_seconds:8.1f} s")
+    label = "torch serial loop (1 thread):" if loops == 1 else f"torch serial loop, mean of {loops}:"
+    print(f"{label:<37}{reference_seconds:8.1f} s")
     print(f"distcheck {where + ':':<26}{run.seconds:8.1f} s{start}")
     print(f"ratio:                               {reference_seconds / run.seconds:8.2f}x")
     print(f"verdicts identical:                  {len(reference) - len(differ)} / {len(reference)} cases")
@@ -347,7 +348,7 @@ def main() -> int:
             print(f"  torch's two loops differ on {key}")
     figures, differ = {}, list(flaky)
     for run in runs:
-        differ += compare(reference, reference_seconds, run)
+        differ += compare(reference, reference_seconds, run, len(loops))
         figures[run.name] = breakdown(reference, run)
     if args.json:
         write_json(args.json, args, reference, reference_seconds, runs, figures, loops)
