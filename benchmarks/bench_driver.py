@@ -30,6 +30,16 @@ the fit's standard error is printed with it.
 
     .venv/bin/python benchmarks/bench_driver.py --replay     # 2,000 and 20,000 cases, 10 and 25 s, twice, 64 workers
     .venv/bin/python benchmarks/bench_driver.py --replay --sizes 2000,40000 --walls 10,30
+
+``--offline`` measures the driver's own code per case with nothing else running: no Ray, no
+runners on the same cores. Runner reports are made here as a runner makes them (a group of 32
+passing cases listed and run per report, each report pickled), then the driver's handlers read
+them (unpickling stands in for Ray's get), with the run folder, the progress, the summary and both
+JSON reports as ``distcheck run`` writes them; the best of ``--repeat`` runs of each size, the
+slope between them. It is the floor under the replay's figure, which adds what 64 runner
+processes on the driver's 2 cores cost it.
+
+    .venv/bin/python benchmarks/bench_driver.py --offline    # 2,000 and 20,000 cases, best of 5
 """
 
 from __future__ import annotations
@@ -158,6 +168,104 @@ def replay_once(address: str, cases: int, workers: int, wall: float) -> tuple[in
     return cases, cpu, elapsed
 
 
+def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
+    """The groups of a synthetic fast-mode suite of ``cases`` passing cases, and the pickled
+    report a runner sends for each (it starts the group, lists it and runs it whole)."""
+    import pickle
+
+    from distcheck.runner.batches import CaseList
+    from distcheck.runner.case_runner import Outcome, to_record
+    from distcheck.runner.durations import CostlyRule
+    from distcheck.runner.feed import Item
+    from distcheck.runner.ray_dispatch import _Finished, share_of
+    from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
+
+    groups, reports = [], []
+    for g in range(cases // group):
+        info = GroupInfo("bench", f"op{g}", "float64", ("grad",))
+        item = Item(g, group=info, rule=CostlyRule(min_cost=None))
+        listing = [
+            CaseInfo(CaseId("bench", f"op{g}", "float64", "grad", k), RUN, "", f"{k:016x}") for k in range(group)
+        ]
+        share = share_of(listing, item.rule, group)
+        done = _Finished(g)
+        for k in share:
+            done.add(k, listing[k], to_record(listing[k], Outcome("pass", "", 0.001 + k * 1e-5, f"{k:016x}"), 1).wire())
+        groups.append(info)
+        reports.append(pickle.dumps([("start", item), ("listed", g, CaseList(listing), share), done.event()], 5))
+    return groups, reports
+
+
+def offline_once(cases: int) -> tuple[int, float]:
+    """The driver's CPU seconds to handle the reports of ``cases`` cases and write what
+    ``distcheck run`` writes (no Ray: see the module's doc); ``(cases, CPU s)``."""
+    import gc
+    import pickle
+    import types
+
+    from distcheck.reports import console, json_report
+    from distcheck.runner.ray_dispatch import _Run, _Runner
+    from distcheck.runner.runner import Listeners, RunResult, _Collector
+    from distcheck.runner.store import REPORT, RunWriter
+    from distcheck.runner.worker_errors import DeathPolicy
+
+    groups, reports = runner_reports(cases)
+    with tempfile.TemporaryDirectory() as folder, open(os.devnull, "w") as quiet:
+        gc.collect()
+        before = time.process_time()
+        writer = RunWriter(os.path.join(folder, "run"), {"$report_type": "RunStart"})
+        listener = Listeners(console.ConsoleProgress(quiet, 15.0, False), writer)
+        result = RunResult("bench", "fast", "ray", 64)
+        listener.started(result)
+        collector = _Collector(listener)
+        gc.freeze()
+        run = object.__new__(_Run)  # the dispatch's handlers, without the Ray it starts with
+        run.d, run.sink, run.deaths, run.losses = (
+            types.SimpleNamespace(first_dispatch=None),
+            collector,
+            DeathPolicy(),
+            0,
+        )
+        for _ in collector.enumerate(iter(groups)):
+            pass
+        runner = _Runner(0)
+        for k, report in enumerate(reports):
+            for event in pickle.loads(report):
+                getattr(run, f"on_{event[0]}")(runner, *event[1:])
+            if k % 16 == 15:  # as the dispatch loop does after each round of messages
+                gc.freeze()
+        result.records = collector.result()
+        result.complete = collector.complete
+        listener.finished(result)
+        console.summary(result)
+        json_report.write(result, [os.path.join(folder, "run", REPORT), os.path.join(folder, "report.json")], ["b"])
+        cpu = time.process_time() - before
+        gc.unfreeze()
+    if result.counts()["pass"] != len(groups) * 32 or not result.complete:
+        raise RuntimeError(f"the offline run of {cases} cases gave {result.counts()}")
+    return len(groups) * 32, cpu
+
+
+def offline_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    sizes = parse_sizes(p, args.sizes or "2000,20000")
+    repeat = args.repeat if args.repeat_given else 5
+    if repeat < 1:
+        p.error("--repeat: a positive integer")
+    best: dict[int, tuple[int, float]] = {}
+    for _ in range(repeat):
+        for size in sizes:
+            cases, cpu = offline_once(size)
+            if size not in best or cpu < best[size][1]:
+                best[size] = (cases, cpu)
+    print(f"{'cases':>8} {'driver CPU ms':>14} {'us/case':>8}   (best of {repeat}, no Ray: the driver's code alone)")
+    for cases, cpu in best.values():
+        print(f"{cases:>8} {1000 * cpu:>14.1f} {1e6 * cpu / cases:>8.2f}")
+    intercept, slope = fit(list(best.values()))
+    per_case = f"{1e6 * slope:.2f} us ({1000 * slope:.4f} ms)"
+    print(f"marginal driver CPU per case, offline: {per_case}; fixed {1000 * intercept:.1f} ms")
+    return 0
+
+
 def self_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -272,8 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", action="store_true", help="the per-case part alone, on a replay of equal wall time")
     p.add_argument("--nodes", type=int, default=4, help="--replay: Ray nodes (default: %(default)s)")
     p.add_argument("--walls", default="10,25", help="--replay: seconds the runs take, each size each (%(default)s)")
-    p.add_argument("--repeat", type=int, default=2, help="--replay: runs of each size and wall (%(default)s)")
+    p.add_argument("--repeat", type=int, help="--replay: runs of each size and wall (2); --offline: runs (5)")
+    p.add_argument("--offline", action="store_true", help="the driver's code alone, on runner reports made here")
     args = p.parse_args(ours)
+    args.repeat_given = args.repeat is not None
+    args.repeat = args.repeat if args.repeat_given else 2
+    if args.offline:
+        return offline_main(args, p)
     if args.replay:
         return replay_main(args, p)
     args.cpus = args.cpus or os.cpu_count()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -44,6 +45,7 @@ from benchmarks.sim.workload import from_recording  # noqa: E402
 from distcheck.executors.ray_executor import ensure_ray  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
+from distcheck.runner.batches import RecordBatch  # noqa: E402
 from distcheck.runner.records import CaseRecord  # noqa: E402
 from distcheck.runner.runner import Listener, RunResult  # noqa: E402
 from distcheck.suites.base import Selection, UsageError  # noqa: E402
@@ -53,18 +55,32 @@ SPLIT_SECONDS = RunOptions().split_seconds
 
 
 class Timeline(Listener):
-    """When the run started (driver clock) and when each case's record arrived."""
+    """When the run started (driver clock) and when each case's record arrived. A runner's
+    batch is kept whole while the run goes (its records are made after it: the driver makes
+    none during a run, and this listener must not add that cost to what it measures)."""
 
     def __init__(self):
         self.run_start = time.perf_counter()  # reset just before run_suite
         self.started_at: float | None = None
-        self.arrivals: list[tuple[float, CaseRecord]] = []
+        self._arrived: list[tuple[float, CaseRecord | RecordBatch]] = []
 
     def started(self, result: RunResult) -> None:
         self.started_at = time.perf_counter()
 
     def recorded(self, record: CaseRecord) -> None:
-        self.arrivals.append((time.perf_counter(), record))
+        self._arrived.append((time.perf_counter(), record))
+
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        self._arrived.append((time.perf_counter(), batch))
+
+    @functools.cached_property
+    def arrivals(self) -> list[tuple[float, CaseRecord]]:
+        """Every record with when it arrived (read after the run)."""
+        return [
+            (at, record)
+            for at, arrived in self._arrived
+            for record in (arrived.records() if isinstance(arrived, RecordBatch) else (arrived,))
+        ]
 
     def write(self, path: str) -> None:
         """One JSON line per record: seconds from the run's start, id, verdict, seconds, tasks."""

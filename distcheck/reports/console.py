@@ -9,14 +9,14 @@ for an interrupted run, the command that resumes it.
 
 from __future__ import annotations
 
-import heapq
 import shlex
 import sys
 import time
 from typing import TextIO
 
 from distcheck.reports import repro
-from distcheck.runner.records import BAD, CaseRecord
+from distcheck.runner.batches import RecordBatch
+from distcheck.runner.records import BAD, CaseRecord, RecordList
 from distcheck.runner.runner import Listener, RunResult
 
 BAR_WIDTH = 24
@@ -65,6 +65,14 @@ class ConsoleProgress(Listener):
         self.done += len(records) - 1
         self.bad += sum(record.verdict in BAD for record in records[:-1])
         self.recorded(records[-1])
+
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        self.done += len(batch)
+        self.bad += len(batch.bad)
+        now = time.monotonic()
+        if now - self._last_draw >= self.interval:
+            self._last_draw = now
+            self._draw(now)
 
     def finished(self, result: RunResult) -> None:
         self._draw(time.monotonic())
@@ -143,12 +151,13 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells))
-    ran = [r for r in result.records if r.tasks > 0]
-    if ran:
+    records = RecordList.of(result.records)  # read by columns: no record made but those shown
+    slowest = records.slowest(SHOWN_SLOWEST)  # ties in run order
+    if slowest:
         lines += ["", "Slowest cases:"]
-        for r in heapq.nlargest(SHOWN_SLOWEST, ran, key=lambda r: r.seconds):  # ties in run order, as sorted
+        for r in slowest:
             lines.append(f"  {r.seconds:8.2f} s  {r.tasks:5d} task(s)  {r.verdict:7s}  {r.id}")
-    bad = [r for r in result.records if r.verdict in BAD]
+    bad = records.having(BAD)
     if bad:
         lines += ["", f"Failures ({len(bad)}):"]
         for r in bad[:SHOWN_FAILURES]:

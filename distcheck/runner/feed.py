@@ -25,9 +25,10 @@ import heapq
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from distcheck.runner.batches import CaseList
 from distcheck.runner.durations import GUIDE, MIN_BATCH_SECONDS, CostlyRule, Durations
 from distcheck.suites.base import CaseInfo, GroupInfo
 
@@ -38,13 +39,18 @@ WAIT = "wait"  # WorkQueue.take: nothing now, ask again (other runners may still
 @dataclass(frozen=True)
 class Item:
     """One piece of work for a runner: a group to list (with the costly rule of that group),
-    or a batch of listed cases; ``careful``: report after every case."""
+    or a batch of listed cases (a :class:`~distcheck.runner.batches.CaseList`: the driver, to
+    which a runner tells the item it starts, does not unpickle them); ``careful``: report
+    after every case."""
 
     id: int
     group: GroupInfo | None = None
     rule: object = None
-    cases: tuple[CaseInfo, ...] = ()
+    cases: Sequence[CaseInfo] = ()
     careful: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cases", CaseList.of(self.cases))
 
 
 class Enumeration:

@@ -57,6 +57,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 from distcheck.runner import hash_seed
+from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, reported_case, run_case, timeout_record, to_record
 from distcheck.runner.durations import CostlyRule, Durations
@@ -105,8 +106,11 @@ def _prepare(suite: Suite) -> None:
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")
 def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float, selection: Selection, size: int):
     """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
-    ``("start", item)``, ``("listed", item id, listing, share)`` (or ``("unlisted", item id,
-    message)``), ``("done", item id, [(k, record or outcome), ...])`` for its k-th cases (see
+    ``("start", item)``, ``("listed", item id, listing, share)`` (the listing a
+    :class:`~distcheck.runner.batches.CaseList`; or ``("unlisted", item id, message)``),
+    ``("done", item id, upto, batch, [(k, outcome), ...])`` for the item's cases before the
+    ``upto``-th not reported yet: their records as a
+    :class:`~distcheck.runner.batches.RecordBatch`, and the outcomes the driver acts on (see
     ``reported_case``), ``("idle",)``. A list goes out every ``report_every`` seconds of work,
     when the runner runs out of work, and when it starts work after being idle (so the driver
     knows it is busy); otherwise starts and listings wait for the next report, so that the
@@ -149,20 +153,20 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             rest = [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
             if rest:
                 work.put.remote(rest)  # before this runner's next take (actor calls keep their order)
-            events.append(("listed", item.id, listing, share))
+            events.append(("listed", item.id, CaseList(listing), share))
             cases = [listing[k] for k in share]
-        outcomes = []
+        done = _Finished(item.id)
         for k, case in enumerate(cases):
             outcome = reported_case(case, run_case(suite, case.id, case.fingerprint, budget))
-            outcomes.append((k, outcome))
+            done.add(k, case, outcome)
             # a case to split goes out at once: its coordinator starts on the driver's word, and
             # this runner's next item may take long (the slow grad suite replayed at 64 workers
             # found its last split case ~50 s late)
             if time.monotonic() - reported >= report_every or _to_split(outcome):
-                yield report(("done", item.id, outcomes))
-                outcomes = []
-        if outcomes:
-            events.append(("done", item.id, outcomes))
+                yield report(done.event())
+                done = _Finished(item.id)
+        if done:
+            events.append(done.event())
         finished = item.id
     if events:
         yield events
@@ -170,6 +174,32 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
 
 def _to_split(outcome: Outcome | tuple) -> bool:
     return type(outcome) is not tuple and outcome.verdict == SPLIT_VERDICT
+
+
+class _Finished:
+    """The cases of an item that a runner finished since its last report: the records made on
+    the worker go into one :class:`RecordBatch`, the outcomes the driver acts on (a case to
+    split, Jacobian blocks to store) apart, with their index in the item."""
+
+    def __init__(self, item_id: int):
+        self.item_id, self.upto = item_id, None
+        self.keys: list[str] = []
+        self.wires: list[tuple] = []
+        self.outcomes: list[tuple[int, Outcome]] = []
+
+    def add(self, k: int, case: CaseInfo, reported: Outcome | tuple) -> None:
+        if type(reported) is tuple:
+            self.keys.append(case.key)
+            self.wires.append(reported)
+        else:
+            self.outcomes.append((k, reported))
+        self.upto = k + 1
+
+    def __bool__(self) -> bool:
+        return self.upto is not None
+
+    def event(self) -> tuple:
+        return ("done", self.item_id, self.upto, RecordBatch(self.keys, self.wires), self.outcomes)
 
 
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming", _generator_backpressure_num_objects=1)
@@ -188,17 +218,19 @@ def _careful(item: Item, suite: Suite, budget: Budget, selection: Selection):
             yield [("unlisted", item.id, f"listing the group failed: {type(e).__name__}: {e}")]
             return
         share = [k for k, case in enumerate(listing) if case.status == RUN]
-        yield [("listed", item.id, listing, share)]
+        yield [("listed", item.id, CaseList(listing), share)]
         cases = [listing[k] for k in share]
     for k, case in enumerate(cases):
-        yield [("done", item.id, [(k, reported_case(case, run_case(suite, case.id, case.fingerprint, budget)))])]
+        done = _Finished(item.id)
+        done.add(k, case, reported_case(case, run_case(suite, case.id, case.fingerprint, budget)))
+        yield [done.event()]
 
 
 @dataclass
 class _Runner:
     id: int
     item: Item | None = None  # the item it works on (None: idle, or not started yet)
-    cases: list[CaseInfo] | None = None  # the cases of the item (a group's share, once listed)
+    cases: CaseList | None = None  # the cases of the item (a group's share, once listed)
     current: int = 0  # the first case of the item not reported yet
     since: float = 0.0  # when the runner last reported (driver clock)
     careful: bool = False  # a careful task (one item), not a runner of the queue
@@ -358,26 +390,35 @@ class _Run:
         if self.d.first_dispatch is None:
             self.d.first_dispatch = time.perf_counter()
         runner.item, runner.current, runner.started = item, 0, item.id
-        runner.cases = None if item.group is not None else list(item.cases)
+        runner.cases = None if item.group is not None else item.cases
 
-    def on_listed(self, runner: _Runner, item_id: int, listing: list[CaseInfo], share: list[int]) -> None:
+    def on_listed(self, runner: _Runner, item_id: int, listing: CaseList, share: list[int]) -> None:
         self.sink.listed(runner.item.group, listing)
-        runner.cases = [listing[k] for k in share]
+        runner.cases = listing.take(share)
 
     def on_unlisted(self, runner: _Runner, item_id: int, message: str) -> None:
         self.group_failed(runner.item.group, message)
         runner.item = None
 
-    def on_done(self, runner: _Runner, item_id: int, finished: list[tuple[int, Outcome | tuple]]) -> None:
+    def on_done(
+        self, runner: _Runner, item_id: int, upto: int, batch: RecordBatch, outcomes: list[tuple[int, Outcome]]
+    ) -> None:
+        """Records made on the worker come as a batch, which goes on as it is (no object per
+        case); a case that crashed its worker before is settled apart."""
         records = []
-        for index, done in finished:
-            if type(done) is tuple:  # a record made on the worker (see case_runner.reported_case)
-                records.append(self.deaths.settle(CaseRecord.from_wire(runner.cases[index].id, done)))
-            elif done.verdict == SPLIT_VERDICT:
+        for index, outcome in outcomes:
+            if outcome.verdict == SPLIT_VERDICT:
                 self.start_split(runner.cases[index])
             else:
-                records.append(self.deaths.settle(to_record(runner.cases[index], done, 1)))
-        runner.current = finished[-1][0] + 1
+                records.append(self.deaths.settle(to_record(runner.cases[index], outcome, 1)))
+        if batch and self.deaths.crashes:
+            crashed = [j for j, key in enumerate(batch.keys) if key in self.deaths.crashes]
+            if crashed:
+                batch, again = batch.without(crashed)
+                records += [self.deaths.settle(record) for record in again]
+        runner.current = upto
+        if batch:
+            self.sink.emit_batch(batch)
         self.sink.emit(records)
 
     def on_idle(self, runner: _Runner) -> None:

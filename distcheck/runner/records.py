@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 import json
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -97,3 +100,84 @@ class CaseRecord:
 
 
 _WIRE_DEFAULTS = {"tasks": 1, "blocks": None, "attempts": None}  # of a record from the wire (see CaseRecord.wire)
+
+
+class RecordList(Sequence[CaseRecord]):
+    """A run's records, in order. Each entry is a :class:`CaseRecord`, or ``(batch, j)``: the
+    ``j``-th record of a runner's :class:`~distcheck.runner.batches.RecordBatch`, made when it
+    is first read (a Ray run's driver makes no object per case: see :mod:`.batches`). What the
+    end of a run reads of every case — the tally, the JSON texts, the slowest and the bad
+    cases — comes from the batches' columns, without making the records. ``tally``: the
+    tally of the entries, when the maker knows it (summed from the batches')."""
+
+    __slots__ = ("_entries", "_tally")
+
+    def __init__(self, entries: Iterable[CaseRecord | tuple[Any, int]] = (), tally: Counter | None = None):
+        self._entries = list(entries)
+        self._tally = tally
+
+    @classmethod
+    def of(cls, records: Sequence[CaseRecord]) -> RecordList:
+        """``records`` as a RecordList (a list is wrapped, not copied)."""
+        if isinstance(records, RecordList):
+            return records
+        wrapped = cls()
+        wrapped._entries = records if isinstance(records, list) else list(records)
+        return wrapped
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self._entries)))]
+        entry = self._entries[index]
+        if type(entry) is tuple:
+            entry = self._entries[index] = entry[0].record(entry[1])
+        return entry
+
+    def __iter__(self) -> Iterator[CaseRecord]:
+        for k in range(len(self._entries)):
+            yield self[k]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # a sequence that compares by its contents
+
+    def __repr__(self) -> str:
+        return f"RecordList({len(self._entries)} records)"
+
+    def _column(self, name: str, of_record) -> list:
+        """One field of every entry, from the batches' columns where an entry is in one."""
+        return [
+            getattr(entry[0], name)[entry[1]] if type(entry) is tuple else of_record(entry) for entry in self._entries
+        ]
+
+    def verdicts(self) -> list[str]:
+        return self._column("verdicts", lambda record: record.verdict)
+
+    def tally(self) -> Counter:
+        """Cases per (check kind, verdict)."""
+        if self._tally is None:
+            keys = self._column("keys", lambda record: record.id)
+            checks = [key[key.rindex("::") + 2 :] for key in keys]
+            self._tally = Counter(zip(checks, self.verdicts()))
+        return self._tally
+
+    def bodies(self) -> list[str]:
+        """Each record's compact JSON text without its opening brace (see ``json_text``)."""
+        return self._column("bodies", lambda record: record.json_text[1:])
+
+    def slowest(self, n: int) -> list[CaseRecord]:
+        """The ``n`` slowest records of cases that ran (``tasks`` > 0), slowest first; ties in
+        run order."""
+        seconds = self._column("seconds", lambda record: record.seconds if record.tasks > 0 else None)
+        ran = [k for k, s in enumerate(seconds) if s is not None]
+        return [self[k] for k in heapq.nlargest(n, ran, key=seconds.__getitem__)]
+
+    def having(self, verdicts: Collection[str]) -> list[CaseRecord]:
+        """The records whose verdict is one of ``verdicts``, in order."""
+        return [self[k] for k, verdict in enumerate(self.verdicts()) if verdict in verdicts]

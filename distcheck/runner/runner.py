@@ -28,13 +28,14 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
-from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord
+from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord, RecordList
 from distcheck.suites import CHECK_KINDS
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
 
@@ -86,15 +87,16 @@ class RunResult:
     executor: str
     workers: int
     seconds: float = 0.0
-    records: list[CaseRecord] = field(default_factory=list)
+    records: Sequence[CaseRecord] = field(default_factory=list)  # a list, or a RecordList (a run's)
     first_dispatch: float | None = None  # seconds from the run's start to its first task (on Ray)
     complete: bool = True  # False: stopped before every case had its verdict
     interrupted: str | None = None  # what stopped it (a signal's name), if something did
 
     def tally(self) -> Tally:
-        """The cases per (check kind, verdict), counted in one pass over the records: a caller
-        that reads several counts takes one tally (each call counts again)."""
-        return Tally(Counter((r.case.check, r.verdict) for r in self.records))
+        """The cases per (check kind, verdict), counted in one pass over the records (a run's
+        :class:`RecordList` counts once; a plain list each call: a caller that reads several
+        counts takes one tally)."""
+        return Tally(RecordList.of(self.records).tally())
 
     @property
     def checks(self) -> list[str]:
@@ -106,7 +108,7 @@ class RunResult:
 
     @property
     def flaky(self) -> list[CaseRecord]:
-        return [r for r in self.records if r.verdict == FLAKY]
+        return RecordList.of(self.records).having((FLAKY,))
 
     def counts(self, check: str | None = None) -> dict[str, int]:
         return self.tally().counts(check)
@@ -159,6 +161,15 @@ class Listener:
         for record in records:
             self.recorded(record)
 
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        """Several cases have their verdicts, as a runner's batch (see :mod:`.batches`):
+        :meth:`recorded_many` of its records, made for it — unless this listener has neither
+        ``recorded`` nor ``recorded_many`` of its own (then there is nothing to tell, and no
+        record is made)."""
+        cls = type(self)
+        if cls.recorded is not Listener.recorded or cls.recorded_many is not Listener.recorded_many:
+            self.recorded_many(batch.records())
+
     def finished(self, result: RunResult) -> None:
         """The run is over."""
 
@@ -185,6 +196,10 @@ class Listeners(Listener):
         for listener in self.listeners:
             listener.recorded_many(records)
 
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        for listener in self.listeners:
+            listener.recorded_batch(batch)
+
     def finished(self, result: RunResult) -> None:
         for listener in self.listeners:
             listener.finished(result)
@@ -197,12 +212,14 @@ class Interrupted(BaseException):
 
 class Sink(Protocol):
     """Where a dispatcher sends what it learns: the listing of a group (its cases, runnable or
-    decided while listing) and the records of finished cases (a list per message: the driver's
-    work is per batch)."""
+    decided while listing) and the records of finished cases (a list per message, or a
+    runner's :class:`~distcheck.runner.batches.RecordBatch`: the driver's work is per batch)."""
 
-    def listed(self, group: GroupInfo, cases: list[CaseInfo]) -> None: ...
+    def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None: ...
 
     def emit(self, records: list[CaseRecord]) -> None: ...
+
+    def emit_batch(self, batch: RecordBatch) -> None: ...
 
 
 class Dispatcher(Protocol):
@@ -257,34 +274,42 @@ def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> 
 
 
 class _Collector:
-    """The run's :class:`Sink`: records by case, from any thread, in enumeration order at the end
-    (groups in the order enumerated, each group's cases in the order listed). ``recorded``: the
-    records of a resumed run (their cases are not dispatched); ``hold``: bad records wait for
-    reruns instead of going to the listener."""
+    """The run's :class:`Sink`: records from any thread, in enumeration order at the end (groups
+    in the order enumerated, each group's cases in the order listed; a case recorded twice: its
+    last record). Records arrive one by one or in a runner's batches (kept as they came: no
+    object per case, see :mod:`.batches`). ``recorded``: the records of a resumed run (their
+    cases are not dispatched); ``hold``: bad records wait for reruns instead of going to the
+    listener."""
 
     def __init__(self, listener: Listener, recorded: Iterable[CaseRecord] = (), hold: bool = False):
         self.listener, self.hold = listener, hold
         self.recorded = {r.id: r for r in recorded}
-        self.order: dict[str, tuple[int, int]] = {}
+        # the enumeration's places in order: a case's key, or a group's listed keys (None until listed)
+        self.places: list[str | tuple[str, ...] | None] = []
         self.groups: dict[tuple[str, str], int] = {}  # group key -> its place in the enumeration
-        self.listed_groups: set[tuple[str, str]] = set()
+        self.listings: dict[tuple[str, str], CaseList] = {}  # while reruns may need a group's cases
+        self.known = 0  # cases enumerated or listed
         self.unlisted = 0  # groups enumerated whose listing has not arrived
         self.enumerating = True
-        self.records: dict[str, CaseRecord] = {}
+        self.arrivals: list[CaseRecord | RecordBatch] = []  # in the order they came
+        self.count = 0  # records in them
         self.held: dict[str, tuple[CaseInfo, CaseRecord]] = {}
-        self.infos: dict[str, CaseInfo] = {}  # runnable cases, while reruns may need them
+        self.infos: dict[str, CaseInfo] = {}  # runnable cases enumerated here, while reruns may need them
         self.lock = threading.Lock()
+        self.complete = False  # set by result()
 
     def enumerate(self, items: Iterator[GroupInfo | CaseInfo]) -> Iterator[GroupInfo | CaseInfo]:
         """The groups and runnable cases of ``items`` not recorded yet; the other cases are
         recorded on the way."""
-        for place, item in enumerate(items):
+        for item in items:
             with self.lock:
                 if isinstance(item, GroupInfo):
-                    self.groups[item.key] = place
+                    self.groups[item.key] = len(self.places)
+                    self.places.append(None)
                     self.unlisted += 1
                 else:
-                    self.order[item.key] = (place, 0)
+                    self.places.append(item.key)
+                    self.known += 1
                 self._tell()
             if isinstance(item, GroupInfo):
                 yield item
@@ -301,20 +326,23 @@ class _Collector:
             self._tell()
 
     def _tell(self) -> None:
-        self.listener.enumerated(len(self.order), complete=not self.enumerating and not self.unlisted)
+        self.listener.enumerated(self.known, complete=not self.enumerating and not self.unlisted)
 
-    def listed(self, group: GroupInfo, cases: list[CaseInfo]) -> None:
+    def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None:
+        cases = CaseList.of(cases)
         with self.lock:
             place = self.groups[group.key]
-            for k, case in enumerate(cases, 1):
-                self.order[case.key] = (place, k)
-                if self.hold and case.status == RUN:
-                    self.infos[case.key] = case
-            if group.key not in self.listed_groups:  # not a group listed again (after a lost worker)
-                self.listed_groups.add(group.key)
+            before = self.places[place]
+            if before is None:
                 self.unlisted -= 1
+            else:  # a group listed again (after a lost worker)
+                self.known -= len(before)
+            self.places[place] = cases.keys
+            self.known += len(cases.keys)
+            if self.hold:
+                self.listings[group.key] = cases
             self._tell()
-        decided = [CaseRecord(case.id, case.status, case.reason) for case in cases if case.status != RUN]
+        decided = [CaseRecord(case.id, case.status, case.reason) for case in cases.decided]
         if decided:
             self.emit(decided)
 
@@ -323,24 +351,67 @@ class _Collector:
             with self.lock:
                 for record in records:
                     if record.verdict in BAD:
-                        self.held[record.id] = (self.infos[record.id], record)
+                        self.held[record.id] = (self._info(record), record)
             records = [record for record in records if record.verdict not in BAD]
         self.settle(records)
+
+    def emit_batch(self, batch: RecordBatch) -> None:
+        if self.hold and batch.bad:
+            batch, bad = batch.without(batch.bad)
+            self.emit(bad)
+        if batch:
+            with self.lock:
+                self.arrivals.append(batch)
+                self.count += len(batch)
+                self.listener.recorded_batch(batch)
+
+    def _info(self, record: CaseRecord) -> CaseInfo:
+        """The enumerated or listed case of ``record`` (a case held for reruns)."""
+        info = self.infos.get(record.id)
+        if info is not None:
+            return info
+        cases = self.listings[record.case.op, record.case.dtype]
+        return cases[cases.keys.index(record.id)]
 
     def settle(self, records: list[CaseRecord]) -> None:
         if not records:
             return
         with self.lock:
-            for record in records:
-                self.records[record.id] = record
+            self.arrivals.extend(records)
+            self.count += len(records)
             self.listener.recorded_many(records)
 
-    @property
-    def complete(self) -> bool:
-        return not self.enumerating and not self.unlisted and not self.held and len(self.records) == len(self.order)
+    def _keys(self) -> Iterator[str]:
+        """The keys of every case enumerated or listed, in order."""
+        for place in self.places:
+            if type(place) is str:
+                yield place
+            elif place is not None:
+                yield from place
 
-    def in_order(self) -> list[CaseRecord]:
-        return sorted(self.records.values(), key=lambda r: self.order[r.id])
+    def result(self) -> RecordList:
+        """The records in enumeration order (and :attr:`complete`: every case has its final
+        record). Made once per case, at the end: a dict of the records by key, then the keys
+        in order (records of no enumerated case, which a suite listing a group differently
+        twice could make, come last)."""
+        with self.lock:
+            latest: dict[str, CaseRecord | tuple[RecordBatch, int]] = {}
+            tally: Counter = Counter()
+            for arrival in self.arrivals:
+                if type(arrival) is RecordBatch:
+                    latest.update(zip(arrival.keys, zip(itertools.repeat(arrival), range(len(arrival)))))
+                    tally.update(arrival.tally)
+                else:
+                    latest[arrival.id] = arrival
+                    tally[arrival.case.check, arrival.verdict] += 1
+            entries = [entry for entry in map(latest.get, self._keys()) if entry is not None]
+            in_order = len(entries)
+            if in_order < len(latest):
+                enumerated = set(self._keys())
+                entries += [entry for key, entry in latest.items() if key not in enumerated]
+            exact = len(latest) == self.count  # no case recorded twice: the batches' tallies add up
+            self.complete = not self.enumerating and not self.unlisted and not self.held and in_order == self.known
+            return RecordList(entries, tally if exact else None)
 
 
 class _Outcomes:
@@ -349,11 +420,14 @@ class _Outcomes:
     def __init__(self):
         self.records: list[CaseRecord] = []
 
-    def listed(self, group: GroupInfo, cases: list[CaseInfo]) -> None:
+    def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None:
         raise AssertionError("a rerun dispatches listed cases only")
 
     def emit(self, records: list[CaseRecord]) -> None:
         self.records.extend(records)
+
+    def emit_batch(self, batch: RecordBatch) -> None:
+        self.records.extend(batch.records())
 
 
 def _attempt(record: CaseRecord) -> dict[str, object]:
@@ -425,7 +499,7 @@ def run_suite(
         dispatcher.stop.set()
     finally:
         gc.unfreeze()
-    result.records = collector.in_order()
+    result.records = collector.result()
     result.complete = collector.complete
     result.seconds = time.perf_counter() - start
     first_dispatch = getattr(dispatcher, "first_dispatch", None)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distcheck.runner.batches import RecordBatch
 from distcheck.runner.preflight import check_writable
 from distcheck.runner.records import CaseRecord
 from distcheck.runner.runner import Listener, RunOptions, RunResult
@@ -33,6 +34,7 @@ RECORDS, REPORT = "records.jsonl", "report.json"
 TYPE = "$report_type"
 RUN_START, CASE_RECORD, RUN_RESUME, RUN_FINISH = "RunStart", "CaseRecord", "RunResume", "RunFinish"
 _CASE_LINE = json.dumps({TYPE: CASE_RECORD}, separators=(",", ":"))[:-1] + ","  # a case line's opening
+_NEXT_CASE_LINE = "\n" + _CASE_LINE
 # options a resume takes from the record; where to run (serial, address) may change
 RECORDED_OPTIONS = ("timeout", "max_jacobian_mb", "max_cases", "split_seconds", "split_max_mb", "batch_size", "reruns")
 
@@ -137,6 +139,12 @@ class RunWriter(Listener):
                 lines.append(_CASE_LINE + record.json_text[1:])  # {"$report_type":"CaseRecord", + its fields
         if lines:
             self._write("\n".join(lines))
+
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        """A runner's batch: its lines made in one join of its JSON texts. Its cases are new to
+        the file (a resumed run does not dispatch recorded cases); should one ever come twice,
+        its last line wins when the folder is read."""
+        self._write(_CASE_LINE + _NEXT_CASE_LINE.join(batch.bodies))
 
     def finished(self, result: RunResult) -> None:
         finish = {TYPE: RUN_FINISH, "finished": _now(), "complete": result.complete}

@@ -157,3 +157,18 @@ def test_the_interleaved_benchmark_times_both_loops_on_the_selected_cases():
     assert "best of 1 alternating runs" in done.stdout and "serial per-case ratio" in done.stdout
     bad = subprocess.run([*command[:3], "nosuch"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "unknown op 'nosuch'" in bad.stderr
+
+
+def test_the_offline_driver_makes_a_record_only_for_the_cases_its_summary_shows(monkeypatch):
+    """``bench_driver --offline``: the driver's handlers on runner reports, then the run folder,
+    progress, summary and JSON reports; of 640 passing cases only the ten slowest (which the
+    summary prints) become record objects."""
+    from benchmarks.bench_driver import offline_once
+
+    made = []
+    original = CaseRecord.from_wire.__func__
+    monkeypatch.setattr(CaseRecord, "from_wire", classmethod(lambda cls, *a: made.append(a[0]) or original(cls, *a)))
+    cases, cpu = offline_once(640)
+    assert cases == 640 and cpu > 0
+    # the slowest: each group's last sample, the first ten groups' (ties in run order)
+    assert [(case.op, case.sample) for case in made] == [(f"op{k}", 31) for k in range(10)]

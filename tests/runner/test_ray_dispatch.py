@@ -213,4 +213,4 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     # the first start goes out at once (the runner was idle); the case to split right after it
     # ran, before the runner took its next item; then the rest when there is no more work
     assert reports == [(1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
-    assert first_done[2][0][1].verdict == SPLIT_VERDICT
+    assert first_done[4][0][1].verdict == SPLIT_VERDICT

@@ -1,0 +1,200 @@
+"""What runners send the driver: case lists unpickled only where read, records as columns that
+give back exactly the records a runner made, and a run's records kept as batches to the end."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections import Counter
+
+import pytest
+
+from distcheck.reports import json_report
+from distcheck.runner.batches import CaseList, RecordBatch
+from distcheck.runner.budget import Estimate
+from distcheck.runner.case_runner import Outcome, to_record
+from distcheck.runner.records import BAD, CaseRecord, RecordList
+from distcheck.runner.runner import Listener, RunResult, _Collector
+from distcheck.runner.store import RECORDS, RunWriter
+from distcheck.suites import base
+from distcheck.suites.base import RUN, SKIPPED, CaseId, CaseInfo, GroupInfo
+
+
+def _info(op: str, sample: int, status: str = RUN) -> CaseInfo:
+    return CaseInfo(CaseId("fake", op, "float64", "grad", sample), status, "", f"fp{sample}" if status == RUN else None)
+
+
+def _records(op: str = "sin", verdicts=("pass", "fail", "pass", "error")) -> list[CaseRecord]:
+    """Records as a runner makes them (to_record), with an estimate, a message and a blob of text."""
+    made = []
+    for k, verdict in enumerate(verdicts):
+        estimate = Estimate(columns=10 * k, rows=4, itemsize=8, seconds=0.5 * k) if k % 2 else None
+        outcome = Outcome(verdict, "" if verdict == "pass" else f'bad "{k}"\nline two', 0.25 * (k + 1), None, estimate)
+        made.append(to_record(_info(op, k), outcome, 1))
+    return made
+
+
+def _batch(records: list[CaseRecord]) -> RecordBatch:
+    return RecordBatch([r.id for r in records], [r.wire() for r in records])
+
+
+_loaded = Counter()
+_load_case_info = base._load_case_info
+
+
+def _counted_load(*args):
+    """base._load_case_info, counted (module-level: pickled by name while it stands in)."""
+    _loaded["info"] += 1
+    return _load_case_info(*args)
+
+
+def test_a_case_list_is_unpickled_only_where_its_cases_are_read(monkeypatch):
+    monkeypatch.setattr(base, "_load_case_info", _counted_load)
+    _loaded.clear()
+    infos = [_info("sin", 0), _info("sin", 1, SKIPPED), _info("sin", 2)]
+    listing = CaseList(infos)
+    travelled = pickle.loads(pickle.dumps(listing))
+    assert _loaded["info"] == 1  # the decided case only: keys and a blob, not the cases
+    assert travelled.keys == tuple(info.key for info in infos) and len(travelled) == 3
+    assert travelled.decided == (infos[1],)
+    again = pickle.loads(pickle.dumps(travelled))  # passed on as it came: the same blob
+    assert _loaded["info"] == 2
+    assert travelled[2] == infos[2] and _loaded["info"] == 5  # read: unpickled, once
+    assert list(travelled) == infos and travelled == infos and _loaded["info"] == 5
+    share = again.take([2, 0])
+    assert share.keys == (infos[2].key, infos[0].key) and share.decided == ()
+    assert list(share) == [infos[2], infos[0]] and share[1:] == (infos[0],)
+    assert CaseList.of(share) is share and CaseList.of(infos) == infos
+
+
+def test_a_record_batch_gives_back_exactly_the_records_the_runner_made():
+    records = _records()
+    batch = pickle.loads(pickle.dumps(_batch(records)))
+    assert len(batch) == 4 and batch.bad == (1, 3)
+    assert batch.tally == {("grad", "pass"): 2, ("grad", "fail"): 1, ("grad", "error"): 1}
+    made = batch.records()
+    assert made == records
+    assert [r.json_text for r in made] == [r.json_text for r in records]
+    assert [r.estimate for r in made] == [r.estimate for r in records]
+    assert [r.to_json() for r in made] == [json.loads(r.json_text) for r in records]
+    rest, out = batch.without([3, 1])
+    assert out == [records[1], records[3]] and rest.records() == [records[0], records[2]]
+    assert rest.bad == () and rest.tally == {("grad", "pass"): 2}
+    empty = RecordBatch()
+    assert not empty and empty.records() == [] and empty.estimates is None
+
+
+def test_a_record_list_reads_its_batches_by_column_and_makes_records_only_when_asked(monkeypatch):
+    sin, cos = _records("sin"), _records("cos", ("pass", "timeout"))
+    single = CaseRecord(CaseId("fake", "tan", "float64", "grad", 0), "pass", "", 0.5, 1)
+    unrun = CaseRecord(CaseId("fake", "tan", "float64", "gradgrad"), "skipped", "no", 0.0, 0)
+    batch_sin, batch_cos = _batch(sin), _batch(cos)
+    entries = [(batch_sin, 0), (batch_sin, 1), single, (batch_cos, 1), unrun, (batch_sin, 2), (batch_sin, 3)]
+    expected = [sin[0], sin[1], single, cos[1], unrun, sin[2], sin[3]]
+    made = Counter()
+    original = RecordBatch.record
+    monkeypatch.setattr(RecordBatch, "record", lambda self, j: made.update([j]) or original(self, j))
+    records = RecordList(entries)
+    assert len(records) == 7
+    assert records.tally() == Counter((r.case.check, r.verdict) for r in expected)
+    assert records.bodies() == [r.json_text[1:] for r in expected]
+    assert records.verdicts() == [r.verdict for r in expected]
+    assert not made  # nothing made for any of that
+    # as the summary had them: the slowest of the cases that ran (ties in run order), the bad ones
+    ran = [r for r in expected if r.tasks > 0]
+    assert records.slowest(3) == sorted(ran, key=lambda r: r.seconds, reverse=True)[:3]
+    assert records.having(BAD) == [r for r in expected if r.verdict in BAD]
+    assert records == expected and records[2] is single and records[-1] == sin[3] and records[1:3] == expected[1:3]
+    wrapped = RecordList.of(expected)
+    assert RecordList.of(wrapped) is wrapped and wrapped.tally() == records.tally()
+    assert wrapped.slowest(3) == records.slowest(3) and wrapped.bodies() == records.bodies()
+
+
+def test_the_json_report_and_the_run_folder_are_the_same_from_batches_as_from_records(tmp_path):
+    records = _records() + _records("cos", ("pass",))
+    batches = [_batch(records[:4]), _batch(records[4:])]
+    from_batches = RunResult(
+        "fake", "fast", "ray", 2, 1.0, RecordList([(b, j) for b in batches for j in range(len(b))])
+    )
+    from_records = RunResult("fake", "fast", "ray", 2, 1.0, records)
+    assert json_report.text(from_batches) == json_report.text(from_records)
+    assert json.loads(json_report.text(from_batches))["cases"] == [r.to_json() for r in records]
+    for name, tell in (("batches", lambda w: [w.recorded_batch(b) for b in batches]), ("records", None)):
+        writer = RunWriter(tmp_path / name, {"$report_type": "RunStart"})
+        if tell is None:
+            writer.recorded_many(records[:4])
+            writer.recorded_many(records[4:])
+        else:
+            tell(writer)
+        writer.close()
+    assert (tmp_path / "batches" / RECORDS).read_bytes() == (tmp_path / "records" / RECORDS).read_bytes()
+
+
+class _Told(Listener):
+    def __init__(self):
+        self.told: list[str] = []
+
+    def recorded(self, record: CaseRecord) -> None:
+        self.told.append(record.id)
+
+
+def _collector(hold: bool = False, listener: Listener | None = None) -> _Collector:
+    collector = _Collector(listener or Listener(), hold=hold)
+    skipped = CaseInfo(CaseId("fake", "x", "float64", "grad"), SKIPPED, "not today")
+    groups = [GroupInfo("fake", "sin", "float64", ("grad",)), skipped, GroupInfo("fake", "cos", "float64", ("grad",))]
+    assert list(collector.enumerate(iter(groups))) == [groups[0], groups[2]]
+    return collector
+
+
+def test_the_collector_keeps_batches_whole_and_orders_their_records_at_the_end():
+    sin, cos = _records("sin"), _records("cos", ("pass", "pass"))
+    told = _Told()
+    collector = _collector(listener=told)
+    collector.listed(GroupInfo("fake", "cos", "float64", ("grad",)), CaseList(_info("cos", k) for k in range(2)))
+    collector.emit_batch(_batch(cos[1:]))
+    collector.listed(GroupInfo("fake", "sin", "float64", ("grad",)), CaseList(_info("sin", k) for k in range(4)))
+    collector.emit_batch(_batch([sin[2], sin[0]]))
+    collector.emit([sin[1]])
+    collector.emit_batch(_batch([sin[3], cos[0]]))
+    assert len(told.told) == 7  # the skipped case, then every record, made for the listener that reads them
+    result = collector.result()
+    assert collector.complete
+    assert [r.id for r in result] == [*(r.id for r in sin), "fake::x::float64::grad", *(r.id for r in cos)]
+    assert result == [*sin, result[4], *cos] and result[4].verdict == "skipped"
+    assert result.tally() == Counter((r.case.check, r.verdict) for r in result)
+
+
+def test_a_case_recorded_twice_keeps_its_last_record_and_an_unknown_case_comes_last():
+    sin = _records("sin", ("fail", "pass"))
+    collector = _collector()
+    collector.listed(GroupInfo("fake", "sin", "float64", ("grad",)), CaseList(_info("sin", k) for k in range(2)))
+    collector.emit_batch(_batch(sin))
+    again = CaseRecord(sin[0].case, "pass", "", 0.1, 1)
+    stray = CaseRecord(CaseId("fake", "tan", "float64", "grad", 0), "pass", "", 0.1, 1)
+    collector.emit([again, stray])
+    result = collector.result()
+    assert list(result) == [again, sin[1], result[2], stray] and result[2].verdict == "skipped"
+    assert result.tally() == Counter({("grad", "pass"): 3, ("grad", "skipped"): 1})  # not the batch's fail
+    assert not collector.complete  # cos was never listed
+
+
+def test_bad_records_of_a_batch_are_held_for_reruns_with_their_listed_case():
+    sin = _records("sin", ("pass", "fail", "pass"))
+    collector = _collector(hold=True)
+    listing = CaseList(_info("sin", k) for k in range(3))
+    collector.listed(GroupInfo("fake", "sin", "float64", ("grad",)), pickle.loads(pickle.dumps(listing)))
+    collector.emit_batch(_batch(sin))
+    assert list(collector.held) == [sin[1].id]
+    info, record = collector.held[sin[1].id]
+    assert info == _info("sin", 1) and record == sin[1]
+    assert [r.id for r in collector.result()] == [sin[0].id, sin[2].id, "fake::x::float64::grad"]
+    assert not collector.complete  # a case held, and cos never listed
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_a_listener_that_reads_no_record_gets_none_made(monkeypatch, quiet):
+    made = Counter()
+    monkeypatch.setattr(RecordBatch, "records", lambda self: made.update(["batch"]) or [])
+    listener = Listener() if quiet else _Told()
+    listener.recorded_batch(_batch(_records()))
+    assert made["batch"] == (0 if quiet else 1)
