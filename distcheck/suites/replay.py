@@ -112,6 +112,16 @@ class Recording:
             raise UsageError(f"{self.source}: not a distcheck JSON report ({type(e).__name__}: {e})") from None
 
     @functools.cached_property
+    def group_outlines(self) -> dict[tuple[str, str], tuple[list[Brief], frozenset[str]]]:
+        """Each op × dtype's cases decided without running, and the check kinds of its cases
+        that ran: what the driver needs to enumerate the groups of a selection without a
+        substring, read once per process (the driver's enumeration then does no work per case)."""
+        return {
+            key: ([b for b in cases if not b.ran], frozenset(b.check for b in cases if b.ran))
+            for key, cases in self.outline.items()
+        }
+
+    @functools.cached_property
     def by_id(self) -> dict[CaseId, Recorded]:
         return {case.id: case for case in self.cases}
 
@@ -262,17 +272,22 @@ class ReplaySuite:
     def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:
         recording = self.recording()
         _check_names(recording, selection)
+        outlines = recording.group_outlines
         for (op, dtype), cases in recording.outline.items():
             if selection.ops is not None and op not in selection.ops:
                 continue
             if selection.dtypes is not None and dtype not in selection.dtypes:
                 continue
-            chosen = [c for c in cases if c.check in selection.checks and selection.wants_text(c.id)]
-            for case in chosen:
-                if not case.ran:
-                    status = _UNRUN.get(case.record["verdict"], ERROR)
-                    yield CaseInfo(CaseId.parse(case.id), status, case.record.get("message", ""))
-            checks = tuple(k for k in CHECK_KINDS if any(c.ran and c.check == k for c in chosen))
+            if selection.substring is None:  # the outline of the group, not its cases, read here
+                unrun, ran = outlines[op, dtype]
+                unrun = [c for c in unrun if c.check in selection.checks]
+            else:
+                chosen = [c for c in cases if c.check in selection.checks and selection.wants_text(c.id)]
+                unrun, ran = [c for c in chosen if not c.ran], frozenset(c.check for c in chosen if c.ran)
+            for case in unrun:
+                status = _UNRUN.get(case.record["verdict"], ERROR)
+                yield CaseInfo(CaseId.parse(case.id), status, case.record.get("message", ""))
+            checks = tuple(k for k in CHECK_KINDS if k in ran and k in selection.checks)
             if checks:
                 yield GroupInfo(suite=self.name, op=op, dtype=dtype, checks=checks)
 
@@ -326,4 +341,5 @@ def replay_suite(path: str, scale: float = 1.0, checks: bool = True) -> ReplaySu
     if not scale > 0:
         raise UsageError(f"the replay's scale must be positive, got {scale}")
     recording = load(path)
+    recording.group_outlines  # noqa: B018 (read with the report: the run's enumeration reads no case)
     return ReplaySuite(path, recording.suite, recording.mode, scale, checks)

@@ -60,6 +60,17 @@ def test_groups_are_op_and_dtype_with_unrun_cases_decided(report):
     }
 
 
+@pytest.mark.parametrize("checks", [("grad", "gradgrad"), ("gradgrad",), ("grad",), ("fwgrad",)])
+def test_groups_read_from_the_outline_are_those_read_case_by_case(report, checks):
+    """Without a substring the driver reads each group's outline (no work per case); with one,
+    every case's id: the same groups and decided cases whenever the substring takes every case."""
+    suite = replay_suite(report)
+    outlined = list(suite.groups(Selection(checks=checks)))
+    case_by_case = list(suite.groups(Selection(checks=checks, substring="::")))
+    assert outlined == case_by_case and outlined == list(suite.groups(Selection(checks=checks, substring="")))
+    assert outlined or checks == ("fwgrad",)
+
+
 def test_listing_has_fingerprints_of_id_and_seconds_and_cost_hints(report):
     suite = replay_suite(report)
     groups = {g.op: g for g in suite.groups(Selection()) if isinstance(g, GroupInfo)}
