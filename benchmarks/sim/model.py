@@ -1,27 +1,34 @@
-"""A discrete-event model of the Ray dispatcher (issue 12, ``briefs/dispatcher.md``):
+"""A discrete-event model of the Ray dispatcher (``distcheck/runner/ray_dispatch.py``): one
+runner per worker slot, taking its work from a queue, the driver off the per-task path.
 
-- the driver is one serial server: every message it reads, every case record, every task it
-  submits costs it CPU (calibrated), and what follows from a message happens when it is done;
-- it enumerates the groups (longest first with durations, else in suite order) and keeps a
-  window of ``window_per_worker × P`` group and batch tasks submitted;
-- a **group task** lists its group (``listing_per_case`` per case) and runs its plain (not
-  costly) cases: all if they fill at most ``group_share`` batches, else the first batch; its
-  listing message makes the driver queue the rest: costly cases one per task (recorded ≥
-  ``costly_seconds`` with durations, else in slow mode ``costly_columns`` input elements) ahead
-  of everything, longest first, the other cases behind the groups not listed yet, handed out in
-  batches of ``batch`` consecutive cases of a group (or, as a policy to try, closed at a time
-  target: ``batch_seconds``, or guided by the work left, ``batch_guided``); a batch's worker
-  rebuilds its cases' samples as the recorded run's workers did (that is in the recorded
-  seconds already: listing is the only work a group task adds);
-- Ray's queue is first come, first served over the P worker slots; a task costs
-  ``task_overhead`` on its slot, a case ``case_overhead`` beyond its recorded time; tasks report
-  every ``report_every`` seconds and at the end;
-- a **split case** takes its estimate (``estimate_evaluations`` evaluations) on its slot, comes
-  back ``split``; the driver submits a coordinator (off the slots) that plans
-  (``planning_evaluations``), puts its chunks at the back of Ray's queue (about ``chunk_rounds``
-  rounds over the workers, the first round twice as long as the second, each at least
-  ``chunk_min``), assembles and compares its Jacobians at the end (``assembly_per_byte``), then
-  sends the driver its record.
+- **The queue** (an actor, not the driver) hands a runner its next item the moment it asks:
+  costly cases first and alone, longest first (recorded ≥ ``costly_seconds`` with durations,
+  else in slow mode a cost hint of ``costly_columns`` input elements); then groups to list
+  (longest first with durations, else in suite order); then batches of consecutive listed cases
+  of one group (``batch`` of them; with durations closed at the recorded work not handed out yet
+  over ``batch_guided`` × P seconds, at least ``min_batch_seconds``, at most ``batch_cap`` ×
+  ``batch`` cases: guided self-scheduling, as ``runner/feed.py``). Taking an item costs its
+  runner ``task_overhead``. A runner that finds no work asks again after ``idle_poll``
+  seconds, doubling up to ``idle_poll_max``.
+- **A runner** that takes a group lists it (``listing_per_group``, and ``listing_per_case`` a
+  case), puts its costly cases
+  and the cases beyond its share back into the queue at once, and runs its share: all its plain
+  cases if they fill at most ``group_share`` batches (without durations), else a first batch;
+  a case costs ``case_overhead`` beyond its recorded time.
+- **Reports.** A runner reports every ``report_every`` seconds of work, at once when it has found
+  a case to split, and when it runs out of work; a report costs the driver ``driver_per_message``
+  and ``driver_per_case`` per record in it. The driver is one serial server, fed besides by the
+  enumeration (``driver_per_group`` a group, ``driver_per_case`` a case decided without running);
+  what waits for it is a split case's coordinator and the end of the run (its last record read).
+- **Split cases.** A runner estimates a split case (``estimate_evaluations`` evaluations) and
+  reports it at once; the driver starts its coordinator (``driver_submit``, then
+  ``coordinator_start``; at most max(2, P / 8) at once, as the dispatcher), which plans
+  (``planning_evaluations``) and puts its chunks in Ray's queue (about ``chunk_rounds`` rounds
+  over the workers, the first round twice as long as the second, each at least ``chunk_min``).
+  While a coordinator runs, runners take no work but costly cases: a runner that asks leaves its
+  slot to the chunks (Ray hands a free slot the next chunk), and runners start again when no
+  coordinator is left. The coordinator assembles and compares the Jacobians
+  (``assembly_per_byte``) and its record goes to the driver.
 
 Wall time runs from the first dispatch (time 0: a joined, warm cluster) to the last record read.
 """
@@ -39,14 +46,15 @@ from benchmarks.sim.calibration import Calibration
 from benchmarks.sim.workload import Case, Workload
 
 GROUP, BATCH, CHUNK = "group", "batch", "chunk"
+SPLITS_AT_ONCE = 2  # runner/ray_dispatch.py: coordinators at once, at least (P / 8 on a larger cluster)
 
 
 @dataclass(frozen=True)
 class Prediction:
     """A predicted run on ``workers`` slots. Slot-seconds: ``work`` (case work), ``overhead``
     (Ray per task, listings, split estimates), ``starved`` (a slot idle while the run still has
-    work to come: waiting for the driver, a coordinator, a listing), ``tail`` (a slot idle after
-    its last task); they add up to ``workers × wall``."""
+    work to come: waiting for a listing, a coordinator, a poll), ``tail`` (a slot idle after its
+    last task); they add up to ``workers × wall``."""
 
     workers: int
     wall: float
@@ -84,18 +92,36 @@ class _Task:
 
 
 @dataclass
+class _Slot:
+    """A worker slot. Its runner's reports: records not reported yet, since when (its own
+    clock). ``idle``: its runner found no work; then ``next_poll`` is when it asks again (None:
+    as soon as there is work); ``exited``: its runner stopped for a pause (the slot takes
+    chunks until runners start again)."""
+
+    reported: float = 0.0
+    records: int = 0
+    idle: bool = False
+    exited: bool = False
+    pause: float = 0.0  # its runner's next wait when it finds no work
+    next_poll: float | None = None
+    last_end: float = 0.0
+
+
+@dataclass
 class _State:
-    queue: collections.deque = field(default_factory=collections.deque)  # Ray's: tasks waiting for a slot
-    costly: list = field(default_factory=list)  # the driver's front queue: (-seconds, n, group, case)
-    listed: collections.deque = field(default_factory=collections.deque)  # the back queue: (group, case)
+    chunks: collections.deque = field(default_factory=collections.deque)  # Ray's queue of chunk tasks
+    costly: list = field(default_factory=list)  # the queue's front: (-seconds, n, group, case)
+    listed: collections.deque = field(default_factory=collections.deque)  # the queue's back: (group, case)
+    waiting: collections.deque = field(default_factory=collections.deque)  # split cases for a coordinator
+    coordinators: int = 0  # submitted, not recorded yet
+    started: int = 0  # of them, started (runners pause)
+    splits_left: int = 0  # found, not yet recorded
     remaining: float = 0.0  # seconds of the cases not handed out yet
-    in_window: int = 0
     driver_free: float = 0.0
     driver_cpu: float = 0.0
     work: float = 0.0
     overhead: float = 0.0
     tasks: int = 0
-    end: float = 0.0
 
 
 class Model:
@@ -107,10 +133,8 @@ class Model:
         self.s = _State()
         self._events: list = []
         self._seq = itertools.count()
-        self.free = list(range(workers))
-        self.ready_at = [calibration.worker_start] * workers
-        self.last_end = [0.0] * workers
-        self.shares: dict[int, tuple[Case, ...]] = {}  # what each listing worker runs of its group
+        self.slots = [_Slot(reported=calibration.worker_start) for _ in range(workers)]
+        self.max_splits = max(SPLITS_AT_ONCE, workers // 8)
         self.s.remaining = workload.total
         order = range(len(workload.groups))
         if durations:
@@ -122,16 +146,17 @@ class Model:
         heapq.heappush(self._events, (time, next(self._seq), action, args))
 
     def run(self) -> Prediction:
-        t = self.driver(0.0, self.c.driver_per_group * len(self.w.groups) + self.c.driver_per_case * self.w.decided)
-        self.fill(t)
+        enumeration = self.c.driver_per_group * len(self.w.groups) + self.c.driver_per_case * self.w.decided
+        self.driver(0.0, enumeration + self.c.driver_submit * self.p)  # the groups, the runners
+        for slot in range(self.p):
+            self.at(self.c.worker_start, self.ask, slot)
         while self._events:
             time, _, action, args = heapq.heappop(self._events)
-            self.s.end = max(self.s.end, time)
             action(time, *args)
         if abs(self.s.work - self.w.total) > 1e-6 * max(1.0, self.w.total):
             raise RuntimeError(f"the model stalled: {self.s.work:.6g} of {self.w.total:.6g} s of work done")
-        wall = max(self.s.end, self.s.driver_free)
-        tail = sum(wall - end for end in self.last_end)
+        wall = max(self.s.driver_free, *(slot.last_end for slot in self.slots))  # the last record read
+        tail = sum(wall - slot.last_end for slot in self.slots)
         starved = self.p * wall - self.s.work - self.s.overhead - tail
         return Prediction(
             self.p, wall, self.s.work, self.w.longest, self.s.driver_cpu, self.s.overhead, starved, tail, self.s.tasks
@@ -144,16 +169,19 @@ class Model:
         self.s.driver_cpu += cost
         return self.s.driver_free
 
-    # -- the driver ------------------------------------------------------------------------
-    def next_task(self) -> _Task | None:
-        """As the dispatcher's feed: a costly case alone, else a group to list, else a batch."""
+    # -- the queue -------------------------------------------------------------------------
+    def next_item(self, paused: bool) -> _Task | None:
+        """As ``WorkQueue.take``: a costly case alone, else a group to list, else a batch; while
+        paused, costly cases only."""
         if self.s.costly:
             _, _, group, case = heapq.heappop(self.s.costly)
             return self.handed(_Task(BATCH, group, (case,)))
+        if paused:
+            return None
         if self.groups:
             group = self.groups.popleft()
-            self.shares[group] = self.share(self.w.groups[group].cases)
-            return self.handed(_Task(GROUP, group, self.shares[group]))
+            share = self.share(self.w.groups[group].cases)
+            return self.handed(_Task(GROUP, group, share))
         if self.s.listed:
             group, batch = self.s.listed[0][0], []
             while self.s.listed and self.s.listed[0][0] == group and not self.full(batch):
@@ -163,16 +191,8 @@ class Model:
 
     def handed(self, task: _Task) -> _Task:
         self.s.remaining -= sum(c.seconds for c in task.cases)
+        self.s.tasks += 1
         return task
-
-    def fill(self, t: float) -> None:
-        while self.s.in_window < self.c.window_per_worker * self.p:
-            task = self.next_task()
-            if task is None:
-                return
-            t = self.driver(t, self.c.driver_submit)
-            self.s.in_window += 1
-            self.at(t, self.enqueue, [task])
 
     def costly(self, case: Case) -> bool:
         """Goes alone: recorded at least ``costly_seconds`` (with durations), else (slow mode) a
@@ -183,21 +203,24 @@ class Model:
 
     def target(self) -> float | None:
         """Seconds at which a batch closes, by recorded durations: ``batch_seconds``, or with
-        ``batch_guided`` k the work not handed out yet over k·P (guided self-scheduling: batches
-        shrink as the run ends); None: by count alone (as issue 12's dispatcher)."""
+        ``batch_guided`` k the work not handed out yet over k·P (at least ``min_batch_seconds``:
+        guided self-scheduling, batches shrink as the run ends); None: by count alone."""
         if not self.durations:
             return None
         if self.c.batch_guided > 0:
-            return self.s.remaining / (self.c.batch_guided * self.p)
+            return max(self.c.min_batch_seconds, self.s.remaining / (self.c.batch_guided * self.p))
         return self.c.batch_seconds or None
 
     def full(self, batch: list[Case]) -> bool:
-        """A batch is full at ``batch`` cases, or at :meth:`target` recorded seconds."""
+        """A batch is full at ``batch`` cases, or with a :meth:`target` at that many recorded
+        seconds (then at most ``batch_cap`` × ``batch`` cases)."""
         target = self.target()
-        return len(batch) >= self.batch or (target is not None and sum(c.seconds for c in batch) >= target)
+        if target is None:
+            return len(batch) >= self.batch
+        return len(batch) >= self.c.batch_cap * self.batch or sum(c.seconds for c in batch) >= target
 
     def share(self, cases: tuple[Case, ...]) -> tuple[Case, ...]:
-        """The cases the worker that lists a group runs: those not costly, all of them if they
+        """The cases the runner that lists a group runs: those not costly, all of them if they
         fill at most ``group_share`` batches (by count alone), else the first batch."""
         plain = [c for c in cases if not self.costly(c)]
         if len(plain) <= self.c.group_share * self.batch and self.target() is None:
@@ -209,83 +232,132 @@ class Model:
             batch.append(case)
         return tuple(batch)
 
-    def listed(self, t: float, group: int) -> None:
-        """The listing arrives: the group's costly cases go to the front, the rest of its plain
-        cases to the back (batched when handed out)."""
-        t = self.driver(t, self.c.driver_per_message)
-        cases = self.w.groups[group].cases
+    def listed(self, t: float, task: _Task) -> None:
+        """A runner has listed its group: the costly cases go to the queue's front, the rest of
+        its plain cases to the back (batched when handed out); idle runners find them."""
+        cases = self.w.groups[task.group].cases
         for case in cases:
             if self.costly(case):
-                heapq.heappush(self.s.costly, (-case.seconds, next(self._seq), group, case))
-        shared = len(self.shares.pop(group))
-        self.s.listed.extend((group, c) for c in [c for c in cases if not self.costly(c)][shared:])
-        self.fill(t)
+                heapq.heappush(self.s.costly, (-case.seconds, next(self._seq), task.group, case))
+        plain = [c for c in cases if not self.costly(c)]
+        self.s.listed.extend((task.group, c) for c in plain[len(task.cases) :])
+        self.wake(t)
 
-    def message(self, t: float, records: int, splits: tuple[Case, ...], final: bool) -> None:
-        t = self.driver(t, self.c.driver_per_message + self.c.driver_per_case * records)
-        for case in splits:
-            t = self.driver(t, self.c.driver_submit)
-            self.at(t + self.c.coordinator_start, self.coordinate, _Split(case))
-        if final:
-            self.s.in_window -= 1
-            self.fill(t)
+    # -- the runners -----------------------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        return self.s.started > 0
 
-    # -- Ray and the workers ---------------------------------------------------------------
-    def enqueue(self, t: float, tasks: list[_Task]) -> None:
-        self.s.queue.extend(tasks)
-        self.s.tasks += len(tasks)
-        self.dispatch(t)
+    def ask(self, t: float, slot: int) -> None:
+        """A slot is free at ``t``. Its runner asks the queue for an item (while paused, costly
+        cases only); with none, it reports what it holds and waits, or, paused, stops: its
+        slot takes chunks until runners start again."""
+        state = self.slots[slot]
+        state.next_poll = None
+        if state.exited:
+            state.idle = not self.s.chunks
+            if self.s.chunks:
+                self.run_chunk(t, slot, self.s.chunks.popleft())
+            return
+        task = self.next_item(self.paused)
+        if task is None:
+            self.report(t, slot, ())
+            if self.paused:
+                state.exited = True
+                state.idle = not self.s.chunks
+                if self.s.chunks:
+                    self.run_chunk(t, slot, self.s.chunks.popleft())
+                return
+            if not state.idle:
+                state.idle, state.pause = True, self.c.idle_poll
+            if self.c.idle_poll > 0 and self.more_to_come():  # (0: it finds work the moment it comes)
+                state.next_poll = t + state.pause
+                state.pause = min(2 * state.pause, self.c.idle_poll_max)
+                self.at(state.next_poll, self.poll, slot, state.next_poll)
+            return
+        if state.idle:  # a runner that starts work after being idle reports at once
+            state.idle = False
+            self.report(t, slot, ())
+        self.run_item(t, slot, task)
 
-    def dispatch(self, t: float) -> None:
-        while self.free and self.s.queue:
-            slot = self.free.pop()
-            self.start(slot, self.s.queue.popleft(), max(t, self.ready_at[slot]))
+    def poll(self, t: float, slot: int, when: float) -> None:
+        state = self.slots[slot]
+        if state.idle and not state.exited and state.next_poll == when:
+            self.ask(t, slot)
 
-    def freed(self, t: float, slot: int) -> None:
-        self.last_end[slot] = t
-        self.free.append(slot)
-        self.dispatch(t)
+    def more_to_come(self) -> bool:
+        """Work may still come: groups to list, queued cases, split cases, running items."""
+        return bool(self.groups or self.s.listed or self.s.costly or self.s.splits_left or self.busy())
 
-    def start(self, slot: int, task: _Task, t: float) -> None:
+    def busy(self) -> bool:
+        return any(not slot.idle for slot in self.slots)
+
+    def wake(self, t: float) -> None:
+        """Work arrived at ``t``: idle runners find it when they next ask (they poll with a
+        growing pause), stopped runners' slots at once (Ray hands them chunks)."""
+        for k, slot in enumerate(self.slots):
+            if not slot.idle:
+                continue
+            if slot.exited or slot.next_poll is None:
+                self.at(t, self.ask, k)
+                continue
+            when = slot.next_poll
+            while when < t:  # polls it made meanwhile, each finding nothing
+                when += slot.pause
+                slot.pause = min(2 * slot.pause, self.c.idle_poll_max)
+            if when != slot.next_poll:
+                slot.next_poll = when
+                self.at(when, self.poll, k, when)
+
+    def run_item(self, t: float, slot: int, task: _Task) -> None:
+        """The runner runs ``task`` from ``t`` (its whole timeline now: the events it makes
+        happen in order), reporting as it goes."""
         t += self.c.task_overhead
         self.s.overhead += self.c.task_overhead
-        if task.kind == CHUNK:
-            t += task.seconds
-            self.s.work += task.seconds
-            self.at(t, self.freed, slot)
-            self.at(t, self.chunk_done, task.split)
-            return
-        self.at(t, self.message, 0, (), False)  # "started"
         if task.kind == GROUP:
-            listing = self.c.listing_per_case * len(self.w.groups[task.group].cases)
+            listing = self.c.listing_per_group + self.c.listing_per_case * len(self.w.groups[task.group].cases)
             t += listing
             self.s.overhead += listing
-            self.at(t, self.listed, task.group)
-        self.at(self.run_cases(task.cases, t), self.freed, slot)
-
-    def run_cases(self, cases: tuple[Case, ...], t: float) -> float:
-        """Runs ``cases`` from ``t``, reporting as a batch task does; when it ends."""
-        reported, records, splits = t, 0, []
-        if not cases:  # a group task whose cases all go alone: it ends after its listing
-            self.at(t, self.message, 0, (), True)
-        for k, case in enumerate(cases):
+            self.at(t, self.listed, task)
+        state = self.slots[slot]
+        for case in task.cases:
             if case.split:
                 seconds = self.c.estimate_evaluations * case.evaluation
+                t += seconds
                 self.s.overhead += seconds
-                splits.append(case)
-            else:
-                seconds = case.seconds + self.c.case_overhead
-                self.s.work += case.seconds
-                self.s.overhead += self.c.case_overhead
-                records += 1
-            t += seconds
-            last = k == len(cases) - 1
-            if last or t - reported >= self.c.report_every:
-                self.at(t, self.message, records, tuple(splits), last)
-                reported, records, splits = t, 0, []
-        return t
+                self.s.splits_left += 1
+                self.report(t, slot, (case,))  # at once
+                continue
+            t += case.seconds + self.c.case_overhead
+            self.s.work += case.seconds
+            self.s.overhead += self.c.case_overhead
+            state.records += 1
+            if t - state.reported >= self.c.report_every:
+                self.report(t, slot, ())
+        state.last_end = t
+        self.at(t, self.ask, slot)
+
+    def report(self, t: float, slot: int, splits: tuple[Case, ...]) -> None:
+        """The runner of ``slot`` sends a report at ``t`` (if it has something to say)."""
+        state = self.slots[slot]
+        if state.records or splits or not state.idle:
+            self.at(t, self.message, state.records, splits)
+        state.reported, state.records = t, 0
+
+    def message(self, t: float, records: int, splits: tuple[Case, ...]) -> None:
+        """The driver reads a report: its records, and a case to split."""
+        t = self.driver(t, self.c.driver_per_message + self.c.driver_per_case * records)
+        self.s.waiting.extend(_Split(case) for case in splits)
+        self.start_coordinators(t)
 
     # -- split cases -----------------------------------------------------------------------
+    def start_coordinators(self, t: float) -> None:
+        while self.s.waiting and self.s.coordinators < self.max_splits:
+            split = self.s.waiting.popleft()
+            self.s.coordinators += 1
+            start = self.driver(t, self.c.driver_submit) + self.c.coordinator_start
+            self.at(start, self.coordinate, split)
+
     def chunk_sizes(self, work: float) -> list[float]:
         count = max(1, min(self.c.chunk_rounds * self.p, int(work / self.c.chunk_min)))
         first = min(count, self.p)
@@ -296,15 +368,42 @@ class Model:
         return [2 * unit] * first + [unit] * second
 
     def coordinate(self, t: float, split: _Split) -> None:
+        self.s.started += 1  # runners pause once a coordinator has started
         t += self.c.planning_evaluations * split.case.evaluation
         sizes = self.chunk_sizes(split.case.seconds)
         split.chunks = len(sizes)
-        self.at(t, self.enqueue, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
+        self.at(t, self.enqueue_chunks, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
+
+    def enqueue_chunks(self, t: float, chunks: list[_Task]) -> None:
+        self.s.chunks.extend(chunks)
+        self.s.tasks += len(chunks)
+        self.wake(t)
+
+    def run_chunk(self, t: float, slot: int, task: _Task) -> None:
+        t += self.c.task_overhead + task.seconds
+        self.s.overhead += self.c.task_overhead
+        self.s.work += task.seconds
+        self.slots[slot].last_end = t
+        self.at(t, self.ask, slot)
+        self.at(t, self.chunk_done, task.split)
 
     def chunk_done(self, t: float, split: _Split) -> None:
         split.chunks -= 1
         if split.chunks == 0:
-            self.at(t + self.c.assembly_per_byte * split.case.bytes, self.message, 1, (), False)
+            self.at(t + self.c.assembly_per_byte * split.case.bytes, self.split_recorded, split)
+
+    def split_recorded(self, t: float, split: _Split) -> None:
+        """The coordinator's record reaches the driver; with no coordinator left, runners start again."""
+        self.driver(t, self.c.driver_per_message + self.c.driver_per_case)
+        self.s.coordinators -= 1
+        self.s.started -= 1
+        self.s.splits_left -= 1
+        self.start_coordinators(t)
+        if not self.paused:  # new runners where runners stopped; idle ones find the queue's work
+            for slot in self.slots:
+                if slot.exited:
+                    slot.exited, slot.next_poll, slot.pause = False, None, self.c.idle_poll
+            self.wake(t)
 
 
 def predict(workload: Workload, workers: int, calibration: Calibration, durations: bool = True) -> Prediction:

@@ -21,9 +21,11 @@ FREE = Calibration(
     driver_per_case=0.0,
     driver_per_message=0.0,
     driver_per_group=0.0,
+    listing_per_group=0.0,
     listing_per_case=0.0,
     coordinator_start=0.0,
     assembly_per_byte=0.0,
+    idle_poll=0.0,
 )
 
 
@@ -44,7 +46,8 @@ def test_one_worker_takes_the_work_plus_its_overheads():
     no_driver = {"driver_per_case": 0.0, "driver_per_message": 0.0, "driver_submit": 0.0, "driver_per_group": 0.0}
     costly = predict(w, 1, Calibration().with_values(no_driver))
     assert costly.wall == pytest.approx(w.total + costly.overhead, rel=1e-6)
-    listings = 0.0006 * sum(len(g.cases) for g in w.groups)  # at least once per group; again on a cache miss
+    c = Calibration()
+    listings = c.listing_per_group * len(w.groups) + c.listing_per_case * sum(len(g.cases) for g in w.groups)
     assert costly.overhead >= costly.tasks * 0.0008 + listings - 1e-9
 
 
@@ -84,6 +87,18 @@ def test_a_split_case_spreads_over_every_worker():
     assert predict(split, 1, FREE).wall == pytest.approx(64.0 * (1 + 6 / 32000))  # estimate and planning
 
 
+def test_a_runner_reports_per_second_of_work_not_per_item():
+    """Runners take their items from the queue and report every ``report_every`` seconds (and
+    when they start after being idle, and when they run out of work): 100 items of 1 s on one
+    worker make about 100 reports, not two or three per item."""
+    w = workload(*[[0.1] * 10 for _ in range(100)])
+    messages = Calibration(driver_per_message=1e-3).with_values({k: 0.0 for k in ("driver_per_case", "driver_submit")})
+    p = predict(w, 1, messages.with_values({"driver_per_group": 0.0, "report_every": 1.0}))
+    assert 100 <= p.driver_cpu / 1e-3 <= 103
+    # the driver is not in the runner's path: the run ends when it has read the last reports
+    assert w.total + p.overhead < p.wall <= w.total + p.overhead + 3e-3
+
+
 def test_the_driver_can_be_the_bound():
     w = workload(*[[0.001] * 32 for _ in range(100)])
     p = predict(w, 256, Calibration(driver_per_case=0.001))
@@ -93,8 +108,8 @@ def test_the_driver_can_be_the_bound():
 
 def test_batches_closed_by_seconds_shorten_the_tail():
     w = workload(*[[0.75] * 64 for _ in range(4)])  # batches of 32 cases of 24 s
-    by_count = predict(w, 64, Calibration())
-    by_seconds = predict(w, 64, Calibration(batch_seconds=0.5))
+    by_count = predict(w, 64, Calibration(batch_guided=0))
+    by_seconds = predict(w, 64, Calibration(batch_guided=0, batch_seconds=0.5))
     guided = predict(w, 64, Calibration(batch_guided=4))
     assert by_count.wall > 20 and by_seconds.wall < 6 and guided.wall < 6
     assert by_seconds.tail < by_count.tail and guided.tail < by_count.tail
