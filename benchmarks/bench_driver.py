@@ -40,6 +40,14 @@ slope between them. It is the floor under the replay's figure, which adds what 6
 processes on the driver's 2 cores cost it.
 
     .venv/bin/python benchmarks/bench_driver.py --offline    # 2,000 and 20,000 cases, best of 5
+
+``--messages`` measures what a runner's report costs the driver in Ray, with nothing else
+running: a streaming task on a Ray started apart yields runner reports (each of 1 and of 8
+groups of 32 cases, made as ``--offline`` makes them) as fast as it can, and this process reads
+them as the dispatch loop does (``ray.get`` of the generator's next item); CPU of this process
+per report, the best of ``--repeat`` rounds.
+
+    .venv/bin/python benchmarks/bench_driver.py --messages   # 400 reports of each size, best of 3
 """
 
 from __future__ import annotations
@@ -266,6 +274,47 @@ def offline_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     return 0
 
 
+def messages_main(args: argparse.Namespace) -> int:
+    repeat = args.repeat if args.repeat_given else 3
+    cluster = LoopbackCluster(nodes=1, cpus=2)
+    return on_cluster(cluster, functools.partial(message_runs, repeat=repeat))
+
+
+def message_runs(cluster: LoopbackCluster, repeat: int, reports: int = 400) -> None:
+    import pickle
+
+    os.environ.update(AUTH)
+    import ray
+
+    from distcheck.executors.ray_executor import ensure_ray
+    from distcheck.runner import hash_seed
+
+    ensure_ray(cluster.address, {"env_vars": dict(hash_seed.ENV)})
+
+    @ray.remote(num_cpus=1, num_returns="streaming")
+    def runner(reports_of: list, count: int):
+        for k in range(count):
+            yield reports_of[k % len(reports_of)]
+
+    print(f"{'groups a report':>16} {'cases':>6} {'bytes':>8} {'driver CPU us/report':>21} {'us/case':>8}")
+    for groups in (1, 8):
+        _, made = runner_reports(32 * 8 * groups)
+        events = [pickle.loads(r) for r in made]
+        per_report = [sum(events[k : k + groups], []) for k in range(0, len(events), groups)]
+        size = sum(len(pickle.dumps(r, 5)) for r in per_report) / len(per_report)
+        ref = ray.put(per_report)
+        best = None
+        for _ in range(repeat + 1):  # the first round warms the worker
+            generator = runner.remote(ref, reports)
+            before = self_cpu()
+            for item in generator:
+                ray.get(item)
+            cpu = self_cpu() - before
+            best = cpu if best is None else min(best, cpu)
+        per = 1e6 * best / reports
+        print(f"{groups:>16} {32 * groups:>6} {size:>8.0f} {per:>21.0f} {per / (32 * groups):>8.2f}")
+
+
 def self_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -380,13 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", action="store_true", help="the per-case part alone, on a replay of equal wall time")
     p.add_argument("--nodes", type=int, default=4, help="--replay: Ray nodes (default: %(default)s)")
     p.add_argument("--walls", default="10,25", help="--replay: seconds the runs take, each size each (%(default)s)")
-    p.add_argument("--repeat", type=int, help="--replay: runs of each size and wall (2); --offline: runs (5)")
+    p.add_argument("--repeat", type=int, help="runs: --replay of each size and wall (2); --offline (5); --messages (3)")
     p.add_argument("--offline", action="store_true", help="the driver's code alone, on runner reports made here")
+    p.add_argument("--messages", action="store_true", help="a runner report's cost to the driver in Ray, alone")
     args = p.parse_args(ours)
     args.repeat_given = args.repeat is not None
     args.repeat = args.repeat if args.repeat_given else 2
     if args.offline:
         return offline_main(args, p)
+    if args.messages:
+        return messages_main(args)
     if args.replay:
         return replay_main(args, p)
     args.cpus = args.cpus or os.cpu_count()
