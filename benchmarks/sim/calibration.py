@@ -18,8 +18,8 @@ class Calibration:
     task_overhead: float = 0.0008
     case_overhead: float = 0.0
     driver_submit: float = 0.0001
-    driver_per_case: float = 0.0000132
-    driver_per_message: float = 0.0004
+    driver_per_case: float = 0.0000021
+    driver_per_message: float = 0.00022
     driver_per_group: float = 0.00005
     listing_per_group: float = 0.0103
     listing_per_case: float = 0.0000224
