@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from distcheck.runner.records import BAD, CaseRecord
-from distcheck.suites.base import RUN, SEPARATOR, CaseId, CaseInfo
+from distcheck.suites.base import RUN, CaseId, CaseInfo, check_of
 
 
 class CaseList(Sequence[CaseInfo]):
@@ -98,10 +98,6 @@ class CaseList(Sequence[CaseInfo]):
         return f"CaseList({list(self.keys)!r})"
 
 
-def _check(key: str) -> str:
-    return key[key.rindex(SEPARATOR) + len(SEPARATOR) :]
-
-
 class RecordBatch:
     """Records of finished cases as columns (see the module's doc). Made on a worker from
     :meth:`CaseRecord.wire` tuples (records of one task, without Jacobian blocks or attempts)."""
@@ -116,7 +112,11 @@ class RecordBatch:
         estimates = [w[3] for w in wires]
         self.estimates = estimates if any(e is not None for e in estimates) else None
         self.bodies = [w[4][1:] for w in wires]  # the JSON text without its "{"
-        self.tally = dict(Counter((_check(key), verdict) for key, verdict in zip(self.keys, self.verdicts)))
+        self._summarize()
+
+    def _summarize(self) -> None:
+        """The batch's tally of (check kind, verdict) and its bad records, from its columns."""
+        self.tally = dict(Counter(zip(map(check_of, self.keys), self.verdicts)))
         self.bad = tuple(j for j, verdict in enumerate(self.verdicts) if verdict in BAD)
 
     def __reduce__(self):
@@ -146,8 +146,7 @@ class RecordBatch:
             column = getattr(self, name)
             setattr(rest, name, [column[j] for j in kept])
         rest.estimates = None if self.estimates is None else [self.estimates[j] for j in kept]
-        rest.tally = dict(Counter((_check(key), verdict) for key, verdict in zip(rest.keys, rest.verdicts)))
-        rest.bad = tuple(j for j, verdict in enumerate(rest.verdicts) if verdict in BAD)
+        rest._summarize()
         return rest, [self.record(j) for j in sorted(out)]
 
     def __repr__(self) -> str:

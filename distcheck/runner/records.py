@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from distcheck.suites.base import CaseId
+from distcheck.suites.base import CaseId, check_of
 
 PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT = "pass", "fail", "error", "skipped", "xfail", "timeout"
 VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)
@@ -162,8 +162,7 @@ class RecordList(Sequence[CaseRecord]):
     def tally(self) -> Counter:
         """Cases per (check kind, verdict)."""
         if self._tally is None:
-            keys = self._column("keys", lambda record: record.id)
-            checks = [key[key.rindex("::") + 2 :] for key in keys]
+            checks = map(check_of, self._column("keys", lambda record: record.id))
             self._tally = Counter(zip(checks, self.verdicts()))
         return self._tally
 

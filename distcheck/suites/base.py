@@ -99,6 +99,11 @@ class CaseId:
         return cls(suite, op, dtype, check, index)
 
 
+def check_of(text: str) -> str:
+    """The check kind of a case id's text (its last part), without parsing the id."""
+    return text[text.rindex(SEPARATOR) + len(SEPARATOR) :]
+
+
 @dataclass(frozen=True)
 class CaseInfo:
     """One enumerated case. ``status`` is ``run``, ``skipped``, ``xfail`` or ``error`` (with
