@@ -228,12 +228,7 @@ def offline_once(cases: int) -> tuple[int, float]:
         collector = _Collector(listener)
         gc.freeze()
         run = object.__new__(_Run)  # the dispatch's handlers, without the Ray it starts with
-        run.d, run.sink, run.deaths, run.losses = (
-            types.SimpleNamespace(first_dispatch=None),
-            collector,
-            DeathPolicy(),
-            0,
-        )
+        run.d, run.sink, run.deaths = types.SimpleNamespace(first_dispatch=None), collector, DeathPolicy()
         for _ in collector.enumerate(iter(groups)):
             pass
         runner = _Runner(0)
@@ -256,9 +251,7 @@ def offline_once(cases: int) -> tuple[int, float]:
 
 def offline_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     sizes = parse_sizes(p, args.sizes or "2000,20000")
-    repeat = args.repeat if args.repeat_given else 5
-    if repeat < 1:
-        p.error("--repeat: a positive integer")
+    repeat = args.repeat or 5
     best: dict[int, tuple[int, float]] = {}
     for _ in range(repeat):
         for size in sizes:
@@ -275,7 +268,7 @@ def offline_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
 
 
 def messages_main(args: argparse.Namespace) -> int:
-    repeat = args.repeat if args.repeat_given else 3
+    repeat = args.repeat or 3
     cluster = LoopbackCluster(nodes=1, cpus=2)
     return on_cluster(cluster, functools.partial(message_runs, repeat=repeat))
 
@@ -327,10 +320,10 @@ def replay_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
         walls = [float(w) for w in args.walls.split(",")]
     except ValueError:
         walls = []
-    if args.nodes < 1 or cpus < 1 or args.repeat < 1 or len(walls) < 2 or not min(walls) > 0:
-        p.error("--nodes, --cpus, --repeat: positive integers; --walls: two or more positive numbers, comma-separated")
+    if args.nodes < 1 or cpus < 1 or len(walls) < 2 or not min(walls) > 0:
+        p.error("--nodes, --cpus: positive integers; --walls: two or more positive numbers, comma-separated")
     cluster = LoopbackCluster(nodes=args.nodes, cpus=cpus)
-    return on_cluster(cluster, functools.partial(replay_runs, sizes=sizes, walls=walls, repeat=args.repeat))
+    return on_cluster(cluster, functools.partial(replay_runs, sizes=sizes, walls=walls, repeat=args.repeat or 2))
 
 
 def replay_runs(cluster: LoopbackCluster, sizes: list[int], walls: list[float], repeat: int = 1) -> None:
@@ -433,8 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--offline", action="store_true", help="the driver's code alone, on runner reports made here")
     p.add_argument("--messages", action="store_true", help="a runner report's cost to the driver in Ray, alone")
     args = p.parse_args(ours)
-    args.repeat_given = args.repeat is not None
-    args.repeat = args.repeat if args.repeat_given else 2
+    if args.repeat is not None and args.repeat < 1:
+        p.error("--repeat: a positive integer")
     if args.offline:
         return offline_main(args, p)
     if args.messages:
