@@ -1,4 +1,4 @@
-"""What distcheck finds in tensorplay: the figures of the README's tensorplay section, derived from
+"""What distcheck finds in tensorplay: the figures of docs/tensorplay.md, derived from
 the JSON report of a ``tensorplay-opinfo`` run (and optionally a ``torch-opinfo`` run of the same
 cases, to show that distcheck passes torch on them).
 

@@ -1,5 +1,5 @@
 """The command line: exit statuses, usage errors without tracebacks, list, run, JSON, the run
-folder, resume, reruns. ``BAD_INPUTS`` is the table of bad inputs the README lists."""
+folder, resume, reruns. ``BAD_INPUTS`` is the table of bad inputs docs/running.md lists."""
 
 from __future__ import annotations
 
