@@ -1,4 +1,10 @@
-"""PyTorch engine: torch tensors, torch.autograd for VJPs."""
+"""PyTorch engine: torch tensors, torch.autograd for VJPs and forward-mode AD for JVPs.
+
+What the engine does is split by job: :mod:`distcheck.engines.torch_tensors` (numpy copies,
+dtypes, sparse layouts), :mod:`distcheck.engines.torch_perturb` (finite differences: moving
+input elements, with the CPU fast paths), and here the engine itself (autograd, random
+numbers, messages).
+"""
 
 from __future__ import annotations
 
@@ -10,102 +16,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from distcheck.engines import torch_perturb, torch_tensors
 from distcheck.engines.base import Engine, TensorInfo
-from distcheck.engines.tuples import as_tuple
+from distcheck.engines.torch_tensors import is_float_or_complex, numpy_dtype, to_numpy, torch_dtype
 from distcheck.errors import GradcheckError
 from distcheck.kinds import Part
-
-_NUMPY_DTYPES = {
-    torch.bfloat16: np.float32,  # numpy has no bfloat16: checked at float32
-    torch.complex32: np.complex64,
-}
-
 
 _TorchGradcheckError = importlib.import_module("torch.autograd.gradcheck").GradcheckError
 
 
 class TorchGradcheckError(GradcheckError, _TorchGradcheckError):
     """A failed check of a torch function: catchable as either library's GradcheckError."""
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A numpy copy of a tensor's values (dense, conjugation resolved)."""
-    t = t.detach()
-    try:  # the common case, fast: a plain CPU tensor (the others raise)
-        return np.array(t.numpy())
-    except (RuntimeError, TypeError):
-        pass
-    if t._is_zerotensor():  # autograd's efficient zeros (e.g. abs's double backward) have no data
-        return np.zeros(tuple(t.shape), dtype=numpy_dtype(t.dtype))
-    if t.layout != torch.strided:
-        t = t.to_dense()
-    t = t.resolve_conj().resolve_neg().cpu()
-    if t.dtype in _NUMPY_DTYPES:
-        t = t.to({torch.bfloat16: torch.float32, torch.complex32: torch.complex64}[t.dtype])
-    return np.array(t.numpy(), copy=True)
-
-
-# dtypes whose element arithmetic numpy does exactly as torch (finite differences move elements)
-_NUMPY_ARITHMETIC = (torch.float64, torch.complex128)
-
-
-def _plain(data: torch.Tensor) -> bool:
-    """Whether ``data.numpy()`` is a view of its elements in order (contiguous, no lazy
-    conjugation or negation)."""
-    return data.is_contiguous() and not (data.is_conj() or data.is_neg())
-
-
-def _wanted_numpy(outputs: tuple, wanted: Sequence[bool]) -> list[np.ndarray | None]:
-    """Numpy copies of the wanted tensor outputs (None for the others)."""
-    return [to_numpy(o) if want and isinstance(o, torch.Tensor) else None for o, want in zip(outputs, wanted)]
-
-
-_numpy_dtypes: dict[torch.dtype, np.dtype] = {}  # found once per dtype: every check asks
-_torch_dtypes: dict[np.dtype, torch.dtype] = {}
-
-
-def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    if dtype not in _numpy_dtypes:
-        found = _NUMPY_DTYPES.get(dtype) or torch.empty((), dtype=dtype).numpy().dtype
-        _numpy_dtypes[dtype] = np.dtype(found)
-    return _numpy_dtypes[dtype]
-
-
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    if dtype not in _torch_dtypes:
-        _torch_dtypes[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
-    return _torch_dtypes[dtype]
-
-
-def _is_float_or_complex(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-
-
-def _values(t: torch.Tensor) -> torch.Tensor:
-    if t.layout == torch.sparse_coo:
-        return t._values()
-    if t.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
-        return t.values()
-    return t
-
-
-def _perturbable(t: torch.Tensor) -> torch.Tensor:
-    """What finite differences perturb in place: the data of a strided tensor, the specified
-    values of a sparse one."""
-    if t.layout == torch._mkldnn:
-        raise NotImplementedError("gradcheck of MKLDNN inputs is not supported")
-    return _values(t).data
-
-
-def _densified(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with all elements specified: zeros where ``x`` has none, same layout."""
-    dense = x.detach().to_dense()
-    sparse_dims = x.sparse_dim() if x.layout == torch.sparse_coo else 2
-    indices = torch.ones(x.shape[:sparse_dims], dtype=torch.int8).nonzero().t()
-    full = torch.sparse_coo_tensor(indices, dense[tuple(indices)], x.shape)._coalesced_(True)
-    if x.layout != torch.sparse_coo:
-        full = full.to_sparse(layout=x.layout)
-    return full.requires_grad_(x.requires_grad)
 
 
 class _Threads:
@@ -144,7 +65,7 @@ class TorchEngine(Engine):
         return value.requires_grad_()
 
     def info(self, value: torch.Tensor, func: Callable | None = None, position: int | None = None) -> TensorInfo:
-        values = _values(value)
+        values = torch_tensors.values(value)
         overlapping = False
         if value.layout != torch._mkldnn:
             overlapping = not all(st > 0 or sz <= 1 for st, sz in zip(values.stride(), values.size()))
@@ -185,10 +106,7 @@ class TorchEngine(Engine):
             )
 
     def call(self, func: Callable, inputs: tuple) -> tuple:
-        if torch.is_grad_enabled():  # the usual case: no context to enter (the call is hot)
-            return as_tuple(func(*inputs))
-        with torch.enable_grad():
-            return as_tuple(func(*inputs))
+        return torch_tensors.call(func, inputs)
 
     def threads(self, n: int) -> _Threads:
         """Run engine math on ``n`` intra-op threads (restored afterwards)."""
@@ -202,95 +120,21 @@ class TorchEngine(Engine):
             torch.autograd.grad(x * 2, x, torch.ones(2, dtype=torch.float64))
 
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
-        data = _perturbable(inputs[position])  # a sparse input: its specified values
-        shape = tuple(data.shape)
-        if data.dtype in _NUMPY_ARITHMETIC and _plain(data):
-            return self._numpy_perturbed(func, inputs, outputs, data.numpy().reshape(-1))
-        flat = data.view(-1) if data.is_contiguous() else None
+        return torch_perturb.perturbed_evaluator(func, inputs, position, outputs)
 
-        def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
-            entry = flat[k] if flat is not None else data[np.unravel_index(k, shape)]
-            return self._outputs_moved(func, inputs, outputs, entry, delta)
-
-        return evaluate
-
-    def _numpy_perturbed(self, func: Callable, inputs: tuple, outputs: Sequence[bool], flat: np.ndarray):
-        """``perturbed_evaluator`` through ``flat``, a numpy view of the input's memory: the
-        same arithmetic as on a torch element (IEEE double, component-wise for complex), a
-        fraction of the cost."""
-        wanted = list(outputs)
-
-        def evaluate(k: int, delta: complex) -> list[np.ndarray | None]:
-            original = flat[k]
-            flat[k] = original + delta
-            try:  # copy the outputs before restoring: an output may be a view of the input
-                return _wanted_numpy(self.call(func, inputs), wanted)
-            finally:
-                flat[k] = original
-
-        return evaluate
-
-    def _outputs_moved(self, func: Callable, inputs: tuple, outputs: Sequence[bool], entry: torch.Tensor, step):
-        """The wanted outputs (numpy copies) with ``entry`` (part of an input, in place) moved
-        by ``step``; ``entry`` restored afterwards."""
-        original = entry.clone()
-        entry.copy_(original + step)
-        try:  # copy the outputs before restoring: an output may be a view of the input
-            return _wanted_numpy(self.call(func, inputs), outputs)
-        finally:
-            entry.copy_(original)
+    def direction_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
+        return torch_perturb.direction_evaluator(func, inputs, position, outputs)
 
     def element_rows(self, value: torch.Tensor) -> np.ndarray | None:
-        """For a sparse tensor, the flat dense index of each of its specified values (in the
-        order finite differences perturb them); None for a strided tensor (all elements, in order)."""
-        if value.layout == torch.strided:
-            return None
-        if value.layout == torch.sparse_coo:
-            indices, values = value._indices(), value._values()
-        elif value.layout == torch.sparse_csr:
-            indices = torch._convert_indices_from_csr_to_coo(value.crow_indices(), value.col_indices())
-            values = value.values()
-        elif value.layout == torch.sparse_csc:
-            indices = torch._convert_indices_from_csr_to_coo(value.ccol_indices(), value.row_indices(), transpose=True)
-            values = value.values()
-        else:
-            raise NotImplementedError(f"gradcheck of {value.layout} inputs is not supported (COO, CSR and CSC are)")
-        strides = np.cumprod((tuple(value.shape)[1:] + (1,))[::-1])[::-1].astype(np.int64)
-        base = indices.t().numpy().astype(np.int64) @ strides[: indices.shape[0]]
-        dense = int(np.prod(values.shape[1:], dtype=np.int64))
-        return (base[:, None] + np.arange(dense, dtype=np.int64)[None, :]).reshape(-1)
+        return torch_tensors.element_rows(value)
 
     def densify(self, inputs: tuple) -> tuple | None:
         """Sparse inputs with every element specified (zeros where unspecified), as torch's
         gradcheck perturbs them when ``masked`` is off; None if there is no sparse input."""
-        if not any(isinstance(x, torch.Tensor) and x.layout != torch.strided for x in inputs):
+        sparse = [isinstance(x, torch.Tensor) and x.layout != torch.strided for x in inputs]
+        if not any(sparse):
             return None
-        return tuple(_densified(x) if isinstance(x, torch.Tensor) and x.layout != torch.strided else x for x in inputs)
-
-    def direction_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
-        x = inputs[position]
-        data = _perturbable(x)
-        rows = self.element_rows(x)
-        # A real double input moves through a numpy view of its memory: torch adds a real step
-        # exactly as numpy does (complex steps are left to torch: its add multiplies the step by
-        # alpha=1, which can flip the sign of a zero component).
-        flat = data.numpy().reshape(-1) if data.dtype == torch.float64 and _plain(data) else None
-        wanted = list(outputs)
-
-        def evaluate(delta: np.ndarray) -> list[np.ndarray | None]:
-            step = np.asarray(delta).reshape(-1)
-            if rows is not None:
-                step = step[rows]
-            if flat is None or step.dtype != flat.dtype:
-                return self._outputs_moved(func, inputs, outputs, data, torch.from_numpy(step).reshape(data.shape))
-            original = flat.copy()
-            np.add(original, step, out=flat)
-            try:  # copy the outputs before restoring: an output may be a view of the input
-                return _wanted_numpy(self.call(func, inputs), wanted)
-            finally:
-                flat[:] = original
-
-        return evaluate
+        return tuple(torch_tensors.densified(x) if s else x for x, s in zip(inputs, sparse))
 
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         # torch.autograd.gradcheck's draws: a fresh default-seeded generator, float32 uniform
@@ -298,13 +142,13 @@ class TorchEngine(Engine):
         generator = torch.Generator()
         vectors = []
         for numel, dtype in zip(numels, dtypes):
-            vec = torch.rand(int(numel), generator=generator).to(_torch_dtype(dtype))
+            vec = torch.rand(int(numel), generator=generator).to(torch_dtype(dtype))
             vec /= torch.linalg.vector_norm(vec)  # Tensor.norm()'s computation, without its Python
             vectors.append(vec.numpy().copy())
         return vectors
 
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
-        return [torch.randn(shape, dtype=_torch_dtype(dtype)).numpy().copy() for shape, dtype in zip(shapes, dtypes)]
+        return [torch.randn(shape, dtype=torch_dtype(dtype)).numpy().copy() for shape, dtype in zip(shapes, dtypes)]
 
     def pullback(self, func, inputs, outputs, diff_positions, output_positions, create_graph=False):
         wrt = [inputs[p] for p in diff_positions]
@@ -334,7 +178,7 @@ class TorchEngine(Engine):
                 duals = list(inputs)
                 for p, tangent in zip(diff_positions, tangents):
                     duals[p] = inputs[p].detach() if tangent is None else _dual(inputs[p], tangent)
-                return [fw.unpack_dual(o).tangent for o in self.call(func, tuple(duals)) if _is_float_or_complex(o)]
+                return [fw.unpack_dual(o).tangent for o in self.call(func, tuple(duals)) if is_float_or_complex(o)]
 
         return pushforward
 
@@ -359,7 +203,7 @@ class TorchEngine(Engine):
         return tuple(
             torch.testing.make_tensor(
                 o.shape,
-                dtype=o.dtype if _is_float_or_complex(o) else torch.double,
+                dtype=o.dtype if is_float_or_complex(o) else torch.double,
                 device=o.device,
                 low=-1,
                 high=1,
@@ -370,17 +214,7 @@ class TorchEngine(Engine):
         )
 
     def grad_layout_error(self, grad: torch.Tensor, value: torch.Tensor) -> str | None:
-        if grad.layout == torch.strided:
-            return None
-        if grad.layout != value.layout:
-            return f"grad is incorrect layout ({grad.layout} is not {value.layout})"
-        if grad.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
-            kind = str(grad.layout).replace("torch.", "").replace("_coo", "")
-            for dim in ("sparse_dim", "dense_dim"):
-                got, expected = getattr(grad, dim)(), getattr(value, dim)()
-                if got != expected:
-                    return f"grad is {kind} tensor, but has incorrect {dim} {got}, expected {expected}"
-        return None
+        return torch_tensors.grad_layout_error(grad, value)
 
     def stack(self, values) -> np.ndarray:
         return to_numpy(torch.stack(list(values)))
