@@ -215,6 +215,7 @@ RESUME_KEEPS = (
     "address",
     "json",
     "junit",
+    "junit_names",
     "html",
     "durations",
     "strict_flaky",
@@ -293,6 +294,7 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
     if args.resume:
         log = read_run(args.resume)
         suite = get_suite(log.start["suite"], log.start["mode"])
+        _check_junit_names(args, suite.name)
         check_resumable(log, suite.name)
         recorded = log.start["options"]
         serial = args.serial or (args.address is None and bool(recorded.get("serial")))
@@ -302,6 +304,7 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
         writer = RunWriter(log.folder, None, {r.id for r in log.records})
         return _Plan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"])
     suite = get_suite(args.suite, args.mode)
+    _check_junit_names(args, suite.name)
     options = RunOptions(
         serial=args.serial,
         address=args.address,
@@ -465,6 +468,13 @@ def main(argv: list[str] | None = None) -> int:
 def _report_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--junit", metavar="FILE", help="also write JUnit XML (as pytest's xunit2) for a CI dashboard")
     run.add_argument(
+        "--junit-names",
+        choices=("distcheck", "pytorch"),
+        default="distcheck",
+        help="distcheck (default): a testcase per case; pytorch: a testcase per PyTorch test of torch-opinfo "
+        "(TestBwdGradientsCPU.test_fn_grad_sinh_cpu_float64), the outcome of all its samples",
+    )
+    run.add_argument(
         "--html",
         metavar="FILE",
         help="also write an HTML report (one self-contained file: summary, filterable cases, heatmaps of failures)",
@@ -517,6 +527,13 @@ def _blocks_kept(folder: Path):
         yield
 
 
+def _check_junit_names(args: argparse.Namespace, suite: str) -> None:
+    if args.junit_names == "pytorch" and not args.junit:
+        raise UsageError("--junit-names pytorch needs --junit FILE")
+    if args.junit_names == "pytorch" and suite != DEFAULT_SUITE:
+        raise UsageError(f"--junit-names pytorch names the tests of {DEFAULT_SUITE}, not of suite {suite!r}")
+
+
 def _write_reports(args: argparse.Namespace, command: list[str], result, folder: str) -> None:
     if not (args.junit or args.html):
         return
@@ -531,7 +548,7 @@ def _write_files(args: argparse.Namespace, run) -> None:
     from distcheck.reports import html, junit
 
     if args.junit:
-        junit.write_file(args.junit, run)
+        junit.write_file(args.junit, run, args.junit_names)
         print(f"JUnit XML: {args.junit}")
     if args.html:
         html.write_file(args.html, run)
@@ -548,7 +565,9 @@ def _report_command(args: argparse.Namespace) -> int:
     if args.command == "report":
         if not (args.junit or args.html):
             raise UsageError("nothing to write: give --junit FILE and/or --html FILE")
-        _write_files(args, load_run(args.path))
+        run = load_run(args.path)
+        _check_junit_names(args, str(run.info.get("suite", "")))
+        _write_files(args, run)
         return 0
     comparison = compare.compare(load_run(args.old), load_run(args.new))
     print(compare.formatted(comparison, args.format))

@@ -1,4 +1,5 @@
-"""JUnit XML of a run, as pytest writes it (``junit_family=xunit2``), for CI dashboards.
+"""JUnit XML of a run, as pytest writes it (``junit_family=xunit2``), for CI dashboards
+(under PyTorch's test names: :mod:`.pytorch_junit`).
 
 One ``<testsuite>`` per check kind (counts, time, ``<properties>``: suite, mode, versions,
 command), one ``<testcase classname="<suite>.<op>" name="<check>[<dtype>-sample<i>]">`` per case;
@@ -34,7 +35,7 @@ def _clean(text: str) -> str:
     return _INVALID_XML.sub("?", text)
 
 
-def _attr(value: object) -> str:
+def attr(value: object) -> str:
     return quoteattr(_clean(str(value)))
 
 
@@ -53,19 +54,33 @@ def error_type(record: CaseRecord) -> str:
     return found.group(1) if found else "Error"
 
 
-def _outcome(record: CaseRecord, reproduce: str | None) -> str:
-    first = record.message.strip().split("\n", 1)[0][:MESSAGE_ATTRIBUTE]
-    body = record.message + (f"\n\nreproduce: {reproduce}" if reproduce else "")
+def outcome_type(record: CaseRecord) -> str:
+    """The ``type`` attribute of a case's ``<failure>``, ``<error>`` or ``<skipped>``."""
     if record.verdict in (FAIL, FLAKY):
-        kind = "GradcheckError" if record.verdict == FAIL else "Flaky"
-        return f"<failure type={_attr(kind)} message={_attr(first)}>{escape(_clean(body))}</failure>"
+        return "GradcheckError" if record.verdict == FAIL else "Flaky"
     if record.verdict in (SKIPPED, XFAIL):
-        kind = "pytest.skip" if record.verdict == SKIPPED else "pytest.xfail"
-        return f"<skipped type={_attr(kind)} message={_attr(first)}>{escape(_clean(record.message))}</skipped>"
+        return "pytest.skip" if record.verdict == SKIPPED else "pytest.xfail"
+    return error_type(record) if record.verdict in (ERROR, TIMEOUT) else record.verdict
+
+
+def first_line(message: str) -> str:
+    """The start of a message's first line, for a ``message=""`` attribute."""
+    return message.strip().split("\n", 1)[0][:MESSAGE_ATTRIBUTE]
+
+
+def element(tag: str, kind: str, message: str, body: str) -> str:
+    """``<tag type=kind message=message>body</tag>``, escaped."""
+    return f"<{tag} type={attr(kind)} message={attr(message)}>{escape(_clean(body))}</{tag}>"
+
+
+def _outcome(record: CaseRecord, reproduce: str | None) -> str:
     if record.verdict == PASS:
         return ""
-    kind = error_type(record) if record.verdict in (ERROR, TIMEOUT) else record.verdict
-    return f"<error type={_attr(kind)} message={_attr(first)}>{escape(_clean(body))}</error>"
+    first = first_line(record.message)
+    if record.verdict in (SKIPPED, XFAIL):
+        return element("skipped", outcome_type(record), first, record.message)
+    body = record.message + (f"\n\nreproduce: {reproduce}" if reproduce else "")
+    return element("failure" if record.verdict in (FAIL, FLAKY) else "error", outcome_type(record), first, body)
 
 
 def _counts(records: list[CaseRecord]) -> dict[str, int]:
@@ -76,6 +91,20 @@ def _counts(records: list[CaseRecord]) -> dict[str, int]:
         "skipped": sum(v in (SKIPPED, XFAIL) for v in verdicts),
         "tests": len(verdicts),
     }
+
+
+HEAD = '<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="distcheck">\n'
+
+
+def suite_start(
+    name: str, counts: dict[str, int], seconds: float, stamp: str, properties: dict[str, str], **attributes: str
+) -> str:
+    """A ``<testsuite>``'s start tag (its ``counts``: errors, failures, skipped, tests, and any
+    other ``attributes``) and its ``<properties>``."""
+    values = {**counts, **attributes, "time": f"{seconds:.3f}", "timestamp": stamp, "hostname": socket.gethostname()}
+    tag = " ".join(f"{key}={attr(value)}" for key, value in values.items())
+    listed = "".join(f"<property name={attr(k)} value={attr(v)}/>" for k, v in properties.items())
+    return f"<testsuite name={attr(name)} {tag}>\n<properties>{listed}</properties>\n"
 
 
 def write(
@@ -91,25 +120,16 @@ def write(
     for record in records:
         by_check.setdefault(record.case.check, []).append(record)
     stamp = (timestamp or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    host = socket.gethostname()
-    stream.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="distcheck">\n')
+    stream.write(HEAD)
     for check in sorted(by_check, key=lambda c: (CHECK_KINDS + (c,)).index(c)):
         cases = by_check[check]
-        counts = " ".join(f"{name}={_attr(value)}" for name, value in _counts(cases).items())
-        seconds = sum(r.seconds for r in cases)
-        stream.write(
-            f"<testsuite name={_attr(check)} {counts} time={_attr(f'{seconds:.3f}')} "
-            f"timestamp={_attr(stamp)} hostname={_attr(host)}>\n<properties>"
-        )
-        for name, value in properties.items():
-            stream.write(f"<property name={_attr(name)} value={_attr(value)}/>")
-        stream.write("</properties>\n")
+        stream.write(suite_start(check, _counts(cases), sum(r.seconds for r in cases), stamp, properties))
         for r in cases:
             bad = r.verdict not in (PASS, SKIPPED, XFAIL)
             inner = _outcome(r, reproduce(r) if bad else None)
             stream.write(
-                f"<testcase classname={_attr(f'{r.case.suite}.{r.case.op}')} name={_attr(case_name(r))} "
-                f"time={_attr(f'{r.seconds:.3f}')}" + (f">{inner}</testcase>\n" if inner else "/>\n")
+                f"<testcase classname={attr(f'{r.case.suite}.{r.case.op}')} name={attr(case_name(r))} "
+                f"time={attr(f'{r.seconds:.3f}')}" + (f">{inner}</testcase>\n" if inner else "/>\n")
             )
         stream.write("</testsuite>\n")
     stream.write("</testsuites>\n")
@@ -138,7 +158,14 @@ def properties(run: LoadedRun) -> dict[str, str]:
     return {name: str(value) for name, value in found.items()}
 
 
-def write_file(path: str, run: LoadedRun) -> None:
+NAMES = ("distcheck", "pytorch")  # a testcase per case, or per PyTorch test (pytorch_junit)
+
+
+def write_file(path: str, run: LoadedRun, names: str = "distcheck") -> None:
+    """The run's JUnit XML at ``path``, its testcases named by ``names`` (one of :data:`NAMES`)."""
+    from distcheck.reports import pytorch_junit
+
     mode = str(run.info.get("mode") or "fast")
+    writer = pytorch_junit.write if names == "pytorch" else write
     with open(path, "w", encoding="utf-8") as out:
-        write(out, run.records, properties(run), lambda r: repro.command(r, mode))
+        writer(out, run.records, properties(run), lambda r: repro.command(r, mode))
