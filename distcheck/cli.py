@@ -87,6 +87,12 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", type=_names, help="comma-separated dtypes (default: float64,complex128)")
     parser.add_argument("-k", dest="substring", metavar="SUBSTRING", help="only case ids containing SUBSTRING")
     parser.add_argument("--max-cases", type=_positive(int), metavar="N", help="only the first N cases")
+    parser.add_argument(
+        "--disabled-tests",
+        metavar="FILE",
+        help="PyTorch's disabled-tests JSON (.pytorch-disabled-tests.json): the cases of those tests are skipped, "
+        "with their issue (torch-opinfo)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -152,6 +158,16 @@ def _list_suites() -> int:
     return 0
 
 
+def _suite(args: argparse.Namespace):
+    """The suite to run or list, with ``--disabled-tests`` skipped."""
+    suite = get_suite(args.suite, args.mode)
+    if args.disabled_tests:
+        from distcheck.suites.torch_opinfo.disabled import with_disabled_tests
+
+        return with_disabled_tests(suite, args.disabled_tests)
+    return suite
+
+
 def _selection(args: argparse.Namespace) -> Selection:
     return Selection(checks=args.checks, dtypes=args.dtypes, ops=args.ops, substring=args.substring)
 
@@ -163,7 +179,7 @@ def _list(args: argparse.Namespace) -> int:
         return _list_suites()
     count = 0
     try:
-        for case in select(get_suite(args.suite, args.mode), _selection(args), args.max_cases):
+        for case in select(_suite(args), _selection(args), args.max_cases):
             count += 1
             status = "" if case.status == "run" else f"\t[{case.status}] {case.reason}"
             print(f"{case.key}{status}")
@@ -303,7 +319,7 @@ def _plan_run(args: argparse.Namespace, command: list[str]) -> _Plan:
         check_reachable(None if serial else options.address)
         writer = RunWriter(log.folder, None, {r.id for r in log.records})
         return _Plan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"])
-    suite = get_suite(args.suite, args.mode)
+    suite = _suite(args)
     _check_junit_names(args, suite.name)
     options = RunOptions(
         serial=args.serial,

@@ -127,6 +127,16 @@ def _flaky(flaky: list[CaseRecord], mode: str) -> list[str]:
     return lines
 
 
+def _disabled(result: RunResult, records: RecordList) -> list[str]:
+    """The count of cases skipped as PyTorch's disabled tests (torch-opinfo runs)."""
+    if result.suite != "torch-opinfo":
+        return []
+    from distcheck.suites.torch_opinfo.disabled import disabled_count
+
+    count = disabled_count(records)
+    return [f"{count} disabled: skipped as PyTorch's disabled tests (--disabled-tests)"] if count else []
+
+
 def resume_command(folder: str) -> str:
     return f"distcheck run --resume {shlex.quote(str(folder))}"
 
@@ -152,6 +162,7 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells))
     records = RecordList.of(result.records)  # read by columns: no record made but those shown
+    lines += _disabled(result, records)
     slowest = records.slowest(SHOWN_SLOWEST)  # ties in run order
     if slowest:
         lines += ["", "Slowest cases:"]

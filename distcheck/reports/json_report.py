@@ -38,6 +38,10 @@ def report_summary(
         "distcheck": distcheck.__version__,
         "python": platform.python_version(),
     }
+    if result.suite == "torch-opinfo":
+        from distcheck.suites.torch_opinfo.disabled import disabled_count
+
+        summary["disabled"] = disabled_count(RecordList.of(result.records))  # skipped as PyTorch's disabled tests
     if result.first_dispatch is not None:  # the run's start-up (enumeration, Ray's start, warm-up)
         summary["first_dispatch"] = round(result.first_dispatch, 3)
     if command is not None:
