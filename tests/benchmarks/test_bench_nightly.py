@@ -1,0 +1,85 @@
+"""bench_nightly's comparison of pytest's outcomes with distcheck's, per PyTorch test."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.bench_nightly import compare, distcheck_outcomes, keyword, main, pytest_outcomes, selected
+from distcheck.runner.records import CaseRecord
+from tests.reports.runs import case
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="6">
+<testcase classname="test_ops_gradients.TestBwdGradientsCPU" name="test_fn_grad_sinh_cpu_float64" time="1"/>
+<testcase classname="test_ops_gradients.TestBwdGradientsCPU" name="test_fn_grad_cos_cpu_float64" time="1">
+  <failure message="boom">boom</failure></testcase>
+<testcase classname="test_ops_gradients.TestBwdGradientsCPU" name="test_fn_grad_cov_cpu_float64" time="0">
+  <skipped type="pytest.xfail" message="expected"/></testcase>
+<testcase classname="test_ops_gradients.TestBwdGradientsCPU" name="test_fn_grad_eq_cpu_float64" time="0">
+  <skipped type="pytest.skip" message="no autograd"/></testcase>
+<testcase classname="test_ops_gradients.TestBwdGradientsCPU" name="test_fn_grad_cond_simple_cpu_float64" time="1"/>
+<testcase classname="test_ops_fwd_gradients.TestFwdGradientsCPU" name="test_forward_mode_AD_tan_cpu_float64" time="1">
+  <error message="crash">crash</error></testcase>
+</testsuite></testsuites>
+"""
+
+
+def _records() -> list[CaseRecord]:
+    return [
+        CaseRecord(case("sinh", sample=0), "pass"),
+        CaseRecord(case("sinh", sample=1), "pass"),
+        CaseRecord(case("cos", sample=0), "pass"),  # pytest fails it: a difference
+        CaseRecord(case("cov", sample=None), "xfail"),
+        CaseRecord(case("tan", "fwgrad", 0), "fail"),
+        CaseRecord(case("tan", "gradgrad", 0), "pass"),  # not in the XML
+    ]
+
+
+def _junit(tmp_path) -> str:
+    path = tmp_path / "plain.xml"
+    path.write_text(JUNIT)
+    return str(path)
+
+
+def test_outcomes_per_test_from_pytests_xml_and_distchecks_records(tmp_path):
+    theirs = pytest_outcomes(_junit(tmp_path))
+    assert theirs[("TestBwdGradientsCPU", "test_fn_grad_cos_cpu_float64")] == "fail"
+    assert theirs[("TestBwdGradientsCPU", "test_fn_grad_cov_cpu_float64")] == "xfail"
+    assert theirs[("TestBwdGradientsCPU", "test_fn_grad_eq_cpu_float64")] == "skipped"
+    assert theirs[("TestFwdGradientsCPU", "test_forward_mode_AD_tan_cpu_float64")] == "fail"
+    ours = distcheck_outcomes(_records())
+    assert ours[("TestBwdGradientsCPU", "test_fn_grad_sinh_cpu_float64")] == "pass"
+    assert len(ours) == 5
+
+
+def test_the_comparison_finds_differences_missing_and_extra_tests(tmp_path):
+    c = compare(pytest_outcomes(_junit(tmp_path)), distcheck_outcomes(_records()))
+    assert c.compared == 4
+    assert c.differences == [("TestBwdGradientsCPU.test_fn_grad_cos_cpu_float64", "fail", "pass")]
+    assert c.missing == [("TestBwdGradientsCPU.test_fn_grad_cond_simple_cpu_float64", "pass")]
+    assert c.skipped_only_by_pytest == 1  # eq: no autograd, distcheck does not enumerate it
+    assert c.only_in_distcheck == ["TestBwdGradientsCPU.test_fn_gradgrad_tan_cpu_float64"]
+    assert not c.ok
+    only_sinh = compare(pytest_outcomes(_junit(tmp_path)), distcheck_outcomes(_records()), selected(["grad"], ["sinh"]))
+    assert (only_sinh.compared, only_sinh.ok) == (1, True)
+    forward = compare(pytest_outcomes(_junit(tmp_path)), distcheck_outcomes(_records()), selected(["fwgrad"], None))
+    assert (forward.compared, forward.ok, forward.only_in_distcheck) == (1, True, [])
+
+
+def test_pytests_keyword_selects_exactly_the_kinds_and_ops():
+    assert keyword(["grad", "gradgrad", "fwgrad", "fwgrad_bwgrad", "inplace_grad", "inplace_gradgrad",
+                    "inplace_fwgrad", "fail_gradgrad"], None) is None  # fmt: skip
+    assert keyword(["fwgrad", "grad"], None) == "test_forward_mode_AD_ or test_fn_grad_"
+    assert keyword(["grad"], ["sinh"]) == "test_fn_grad_sinh_cpu_complex128 or test_fn_grad_sinh_cpu_float64"
+
+
+def test_with_both_runs_given_it_only_compares(tmp_path, capsys):
+    report = tmp_path / "report.json"
+    cases = [r.to_json() for r in _records()]
+    report.write_text(json.dumps({"summary": {"suite": "torch-opinfo", "mode": "fast"}, "cases": cases}))
+    argv = ["--pytest-junit", _junit(tmp_path), "--distcheck-json", str(report), "--checks", "grad"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERENT TestBwdGradientsCPU.test_fn_grad_cos_cpu_float64: pytest fail, distcheck pass" in out
+    assert "MISSING TestBwdGradientsCPU.test_fn_grad_cond_simple_cpu_float64: pytest pass" in out
+    assert main([*argv, "--ops", "sinh,cov", "--json", str(tmp_path / "f.json")]) == 0
+    assert json.loads((tmp_path / "f.json").read_text())["comparison"]["compared"] == 2
