@@ -176,6 +176,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checks", type=_names, default=list(TESTS), help="check kinds (default: all eight)")
     p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the pytest runs (default 1)")
     p.add_argument("--json", metavar="FILE", help="also write the figures and the comparison as JSON")
+    p.add_argument("--keep", metavar="DIR", help="keep the runs' reports in DIR (default: a temporary folder)")
     return p
 
 
@@ -188,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     load = [os.getloadavg()[0]]
     times: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="bench_nightly-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_nightly-") as temporary:
+        tmp = args.keep or temporary
+        os.makedirs(tmp, exist_ok=True)
         if args.distcheck_json:
             records = load_run(args.distcheck_json).records
         else:
