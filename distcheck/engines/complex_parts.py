@@ -74,7 +74,8 @@ def input_part(engine: Engine, func: Callable, inputs: tuple, part: Part) -> tup
     for i in positions:
         x = inputs[i]
         values, real = engine.to_numpy(x), engine.complex_part(x, part)  # ``real``: a real array, for its dtype
-        taken = engine.from_numpy(np.ascontiguousarray(getattr(values, part)), like=real)
+        # np.array(order="C"), not np.ascontiguousarray: that makes a 0-dim part 1-dim
+        taken = engine.from_numpy(np.array(getattr(values, part), order="C"), like=real)
         parts[i] = engine.track(taken) if engine.info(x, func, i).requires_grad else taken
-        others.append(engine.from_numpy(np.ascontiguousarray(getattr(values, other_part)), like=real))
+        others.append(engine.from_numpy(np.array(getattr(values, other_part), order="C"), like=real))
     return ComplexInputPart(engine.name, func, positions, tuple(others), part), tuple(parts)

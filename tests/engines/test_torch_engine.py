@@ -142,3 +142,15 @@ def test_fast_mode_directions_move_a_double_input_through_numpy_exactly_as_throu
     for a, b in zip(fast, slow):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     assert x.detach().numpy().tobytes() == before.numpy().tobytes()
+
+
+def test_forward_mode_keeps_a_zero_dim_complex_input_zero_dim():
+    # masked_fill takes only a 0-dim value: forward mode checks it through its real and imaginary parts
+    mask = torch.tensor([True, False, True])
+    x = torch.randn(3, dtype=torch.complex128, requires_grad=True)
+    value = torch.tensor(1 + 2j, dtype=torch.complex128, requires_grad=True)
+    options = {"check_forward_ad": True, "check_backward_ad": False, "check_undefined_grad": False}
+    assert distcheck.gradcheck(lambda x, v: x.masked_fill(mask, v), (x, value), **options)
+    assert distcheck.gradgradcheck(
+        lambda v: (v * v).sum(), (value,), check_fwd_over_rev=True, check_rev_over_rev=False, check_undefined_grad=False
+    )
