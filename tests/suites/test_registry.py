@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from distcheck import cli
-from distcheck.suites import SuiteLoadError, UsageError, get_suite, spec_of, suite_names, suite_sources
+from distcheck.suites import Selection, SuiteLoadError, UsageError, get_suite, spec_of, suite_names, suite_sources
 from distcheck.suites.declare import DeclaredSuite
 from distcheck.suites.loading import ENTRY_POINT_GROUP, LoadedSuite, is_spec
 from tests.suites import declared_suites
@@ -66,7 +66,7 @@ def test_module_name_specs(spec, name, mode):
     suite = get_suite(spec, mode)
     assert (suite.name, suite.mode, suite.spec) == (name, mode, spec)
     assert suite.source.origin == "module"
-    assert next(iter(suite.cases(cli.Selection(checks=("grad",))))).id.suite == name
+    assert next(iter(suite.cases(Selection(checks=("grad",))))).id.suite == name
 
 
 @pytest.mark.parametrize("spec", ["torch-opinfo", "example-functions", SPEC, "tests.suites.declared_suites:SinSuite"])

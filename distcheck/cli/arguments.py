@@ -1,0 +1,85 @@
+"""What several commands parse alike: names, check kinds, counts, and a suite's selection."""
+
+from __future__ import annotations
+
+import argparse
+
+from distcheck.suites import CHECK_KINDS, MODES, Selection, get_suite
+from distcheck.suites.base import Suite
+
+USAGE_ERROR = 2
+DEFAULT_SUITE = "torch-opinfo"
+
+
+def names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def check_kinds(text: str) -> tuple[str, ...]:
+    kinds = names(text)
+    for kind in kinds:
+        if kind not in CHECK_KINDS:
+            raise argparse.ArgumentTypeError(f"unknown check kind {kind!r} (choose from {', '.join(CHECK_KINDS)})")
+    if not kinds:
+        raise argparse.ArgumentTypeError("no check kind given")
+    return kinds
+
+
+def positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+        return value
+
+    return parse
+
+
+def selection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suite",
+        default=DEFAULT_SUITE,
+        metavar="SUITE",
+        help=f"a suite's name (`distcheck list --suites`; default {DEFAULT_SUITE}) or MODULE:NAME (a suite in any "
+        "importable module: a Suite class, a factory taking the mode, or a suite object)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="fast",
+        help="fast (default: fast-mode gradcheck, as PyTorch's CI) or slow (full Jacobians, small "
+        "samples, as PyTorch's periodic slow-gradcheck job)",
+    )
+    parser.add_argument(
+        "--checks",
+        type=check_kinds,
+        default=CHECK_KINDS,
+        help=f"comma-separated check kinds (default: all of {','.join(CHECK_KINDS)})",
+    )
+    parser.add_argument("--ops", type=names, help="comma-separated op names (default: every op)")
+    parser.add_argument("--dtypes", type=names, help="comma-separated dtypes (default: float64,complex128)")
+    parser.add_argument("-k", dest="substring", metavar="SUBSTRING", help="only case ids containing SUBSTRING")
+    parser.add_argument("--max-cases", type=positive(int), metavar="N", help="only the first N cases")
+    parser.add_argument(
+        "--disabled-tests",
+        metavar="FILE",
+        help="PyTorch's disabled-tests JSON (.pytorch-disabled-tests.json): the cases of those tests are skipped, "
+        "with their issue (torch-opinfo)",
+    )
+
+
+def suite(args: argparse.Namespace) -> Suite:
+    """The suite to run or list, with ``--disabled-tests`` skipped."""
+    loaded = get_suite(args.suite, args.mode)
+    if args.disabled_tests:
+        from distcheck.suites.torch_opinfo.disabled import with_disabled_tests
+
+        return with_disabled_tests(loaded, args.disabled_tests)
+    return loaded
+
+
+def selection(args: argparse.Namespace) -> Selection:
+    return Selection(checks=args.checks, dtypes=args.dtypes, ops=args.ops, substring=args.substring)

@@ -1,0 +1,67 @@
+"""``distcheck report RUN``: the JUnit XML and HTML reports of a past run; the same files for
+``distcheck run --junit / --html``."""
+
+from __future__ import annotations
+
+import argparse
+
+from distcheck.cli.arguments import DEFAULT_SUITE
+from distcheck.suites import UsageError
+
+
+def add_parser(commands) -> None:
+    report = commands.add_parser(
+        "report",
+        help="JUnit XML and HTML reports of a past run",
+        description="Write the reports of a past run (a JSON report or a run folder).",
+    )
+    report.add_argument("path", metavar="RUN", help="a JSON report or a run folder")
+    report_options(report)
+    report.set_defaults(func=execute)
+
+
+def report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML (as pytest's xunit2) for a CI dashboard")
+    parser.add_argument(
+        "--junit-names",
+        choices=("distcheck", "pytorch"),
+        default="distcheck",
+        help="distcheck (default): a testcase per case; pytorch: a testcase per PyTorch test of torch-opinfo "
+        "(TestBwdGradientsCPU.test_fn_grad_sinh_cpu_float64), the outcome of all its samples",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an HTML report (one self-contained file: summary, filterable cases, heatmaps of failures)",
+    )
+
+
+def execute(args: argparse.Namespace, argv: list[str]) -> int:
+    from distcheck.reports.load import load_run
+
+    if not (args.junit or args.html):
+        raise UsageError("nothing to write: give --junit FILE and/or --html FILE")
+    run = load_run(args.path)
+    check_junit_names(args, str(run.info.get("suite", "")))
+    write_files(args, run)
+    return 0
+
+
+def check_junit_names(args: argparse.Namespace, suite: str) -> None:
+    """``--junit-names pytorch`` names the tests of torch-opinfo, in a JUnit file."""
+    if args.junit_names == "pytorch" and not args.junit:
+        raise UsageError("--junit-names pytorch needs --junit FILE")
+    if args.junit_names == "pytorch" and suite != DEFAULT_SUITE:
+        raise UsageError(f"--junit-names pytorch names the tests of {DEFAULT_SUITE}, not of suite {suite!r}")
+
+
+def write_files(args: argparse.Namespace, run) -> None:
+    """The ``--junit`` and ``--html`` files of ``run`` (a loaded report), where ``args`` says."""
+    from distcheck.reports import html, junit
+
+    if args.junit:
+        junit.write_file(args.junit, run, args.junit_names)
+        print(f"JUnit XML: {args.junit}")
+    if args.html:
+        html.write_file(args.html, run)
+        print(f"HTML report: {args.html}")

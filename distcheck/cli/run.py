@@ -1,0 +1,188 @@
+"""``distcheck run``: run a suite's checks, recorded in a run folder; ``--resume`` finishes an
+interrupted run. Signals are handled by ``runner.signals``, the plan of a resumed run made by
+``runner.resume``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from distcheck.cli.arguments import positive, selection, selection_arguments, suite
+from distcheck.cli.report import check_junit_names, report_options, write_files
+from distcheck.suites import UsageError
+
+RESUME_KEEPS = (
+    "resume",
+    "serial",
+    "address",
+    "json",
+    "junit",
+    "junit_names",
+    "html",
+    "durations",
+    "strict_flaky",
+    "command",
+    "func",
+)  # options a resume may give
+
+
+def add_parser(commands) -> None:
+    run = commands.add_parser("run", help="run a suite's gradient checks", description="Run a suite's checks.")
+    selection_arguments(run)
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--serial", action="store_true", help="run every case in this process, in order")
+    where.add_argument(
+        "--address",
+        help="Ray cluster to use (default: a new local Ray on all cores; 'auto': the one started on this "
+        "machine with `ray start`; host:port)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=positive(float),
+        default=600.0,
+        metavar="S",
+        help="stop a case after S seconds and report it 'timeout' (default 600; 0: no timeout)",
+    )
+    run.add_argument(
+        "--max-jacobian-mb",
+        type=positive(float),
+        metavar="M",
+        help="skip a slow-mode case whose Jacobians would need more than M MB (default: a quarter of this "
+        "machine's RAM)",
+    )
+    run.add_argument("--json", metavar="FILE", help="also write a JSON report (summary and one record per case)")
+    run.add_argument(
+        "--durations",
+        metavar="FILE",
+        help="a previous run's JSON report (or run folder, or {case id: seconds}): on Ray, dispatch the "
+        "longest groups and cases first",
+    )
+    report_options(run)
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the run folder: its options, every case record as it arrives (records.jsonl) and at the end "
+        "report.json (default: a new folder under runs/, named by suite, mode and UTC time)",
+    )
+    run.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="finish the interrupted run in DIR: same suite, selection and options; recorded cases are not run again",
+    )
+    run.add_argument(
+        "--reruns",
+        type=positive(int),
+        default=0,
+        metavar="N",
+        help="run a failing, erroring or timed-out case again up to N times (fresh workers, same seeds): "
+        "'flaky' if a rerun passes",
+    )
+    run.add_argument("--strict-flaky", action="store_true", help="flaky cases fail the run (exit status 1)")
+    run.set_defaults(func=execute)
+
+
+def execute(args: argparse.Namespace, argv: list[str]) -> int:
+    from distcheck.reports import console, json_report
+    from distcheck.runner import run_suite
+    from distcheck.runner.runner import Listeners
+    from distcheck.runner.signals import StopOnSignal
+    from distcheck.runner.store import REPORT
+
+    plan = _plan(args, ["distcheck", *argv])
+    print(f"distcheck: run folder {plan.folder}", file=sys.stderr)
+    with StopOnSignal(plan.options.serial) as stopper, _blocks_kept(plan.folder):
+        try:
+            listener = Listeners(plan.writer, console.ConsoleProgress(), stopper)
+            result = run_suite(
+                plan.suite, plan.selection, plan.options, listener, recorded=plan.recorded, stop=stopper.stop
+            )
+        finally:
+            plan.writer.close()
+        result.interrupted = stopper.name
+        print(console.summary(result, args.strict_flaky, plan.folder))
+        resume = ["distcheck", "run", "--resume", str(plan.folder)]
+        reports = [str(plan.folder / REPORT), *([args.json] if args.json else [])]
+        json_report.write(result, reports, plan.command, resume)  # the text made once
+        if args.json:
+            print(f"JSON report: {args.json}")
+        _write_reports(args, plan.command, result, str(plan.folder))
+        _shutdown_ray()
+    if stopper.signum is not None:
+        resume_it = console.resume_command(plan.folder)
+        print(f"distcheck: stopped by {stopper.name}; resume with: {resume_it}", file=sys.stderr)
+        return 128 + stopper.signum
+    return 1 if result.failed or (args.strict_flaky and result.flaky) else 0
+
+
+def _plan(args: argparse.Namespace, command: list[str]):
+    """Check everything that can be checked before a case runs; open the run folder."""
+    from distcheck.runner import RunOptions
+    from distcheck.runner.durations import load_durations
+    from distcheck.runner.preflight import check_writable
+    from distcheck.runner.resume import plan_new, plan_resume
+
+    _check_conflicts(args)
+    for path, what in ((args.json, "JSON report"), (args.junit, "JUnit XML"), (args.html, "HTML report")):
+        if path:
+            check_writable(path, what)
+    if args.resume:
+        return plan_resume(args.resume, args.serial, args.address, accept=lambda s: check_junit_names(args, s.name))
+    loaded = suite(args)
+    check_junit_names(args, loaded.name)
+    options = RunOptions(
+        serial=args.serial,
+        address=args.address,
+        timeout=args.timeout or None,
+        max_jacobian_mb=args.max_jacobian_mb,
+        max_cases=args.max_cases,
+        reruns=args.reruns,
+        durations=load_durations(args.durations) if args.durations else None,
+    )
+    return plan_new(loaded, args.suite, args.mode, selection(args), options, args.out, command)
+
+
+def _check_conflicts(args: argparse.Namespace) -> None:
+    if args.strict_flaky and not args.reruns and not args.resume:
+        raise UsageError("--strict-flaky needs --reruns N (without reruns no case can be flaky)")
+    if args.resume:
+        taken = [name for name in _given(args) if name not in RESUME_KEEPS]
+        if taken:
+            flags = ", ".join("--" + name.replace("_", "-") if name != "substring" else "-k" for name in taken)
+            raise UsageError(f"--resume takes the suite, selection and options from the run folder: drop {flags}")
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The ``run`` options given on the command line (those that differ from their default)."""
+    from distcheck.cli import parser
+
+    defaults = vars(parser().parse_args(["run"]))
+    return [name for name, value in vars(args).items() if value != defaults.get(name)]
+
+
+@contextlib.contextmanager
+def _blocks_kept(folder: Path):
+    """A run keeps its failure blocks in its run folder's ``blocks/``."""
+    from distcheck.runner import artifacts
+
+    with artifacts.storing(os.path.join(folder, "blocks")):
+        yield
+
+
+def _write_reports(args: argparse.Namespace, command: list[str], result, folder: str) -> None:
+    if not (args.junit or args.html):
+        return
+    from distcheck.reports import json_report
+    from distcheck.reports.load import LoadedRun
+
+    info = json_report.report(result, command)["summary"]
+    write_files(args, LoadedRun(folder, info, result.records, folder))
+
+
+def _shutdown_ray() -> None:
+    """Stop the local Ray this run started (or leave the cluster it joined) now, not at exit."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,60 @@
+"""A run ready to start: its suite, selection, options and open run folder. For a resumed run all
+of it but where it runs is read back from the folder (see ``runner.store``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from distcheck.runner.preflight import check_reachable
+from distcheck.runner.records import CaseRecord
+from distcheck.runner.runner import RunOptions
+from distcheck.runner.store import RunWriter, check_new_folder, check_resumable, default_folder, read_run, run_start
+from distcheck.suites import Selection, get_suite
+from distcheck.suites.base import Suite
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """A run, ready to start: everything checked, its folder open for writing."""
+
+    suite: Suite
+    selection: Selection
+    options: RunOptions
+    folder: Path
+    writer: RunWriter
+    recorded: list[CaseRecord]  # the cases already recorded (a resumed run does not run them again)
+    command: list[str]  # the command that started the run
+
+
+def plan_new(
+    suite: Suite, spec: str, mode: str, selection: Selection, options: RunOptions, out: str | None, command: list[str]
+) -> RunPlan:
+    """A new run of ``suite`` (loaded from ``spec`` in ``mode``), its run folder ``out`` (default:
+    a new one under ``runs/``) created with the run's start written."""
+    check_reachable(None if options.serial else options.address)
+    folder = check_new_folder(out or default_folder(spec, mode))
+    writer = RunWriter(folder, run_start(spec, mode, selection, options, command))
+    return RunPlan(suite, selection, options, folder, writer, [], command)
+
+
+def plan_resume(
+    folder: str | os.PathLike, serial: bool, address: str | None, accept: Callable[[Suite], None] | None = None
+) -> RunPlan:
+    """The interrupted run in ``folder``, to be finished: its suite, selection and options as
+    recorded; it runs in this process (``serial``), on the cluster at ``address``, or, given
+    neither, where it ran. ``accept`` may refuse the suite (raising) before anything else is checked."""
+    log = read_run(folder)
+    suite = get_suite(log.start["suite"], log.start["mode"])
+    if accept is not None:
+        accept(suite)
+    check_resumable(log, suite.name)
+    recorded = log.start["options"]
+    serial = serial or (address is None and bool(recorded.get("serial")))
+    address = address if address is not None or serial else recorded.get("address")
+    options = log.options(serial=serial, address=address)
+    check_reachable(None if serial else options.address)
+    writer = RunWriter(log.folder, None, {r.id for r in log.records})
+    return RunPlan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"])
