@@ -1,9 +1,13 @@
 """The small vocabularies modules exchange, as types: what a Jacobian stage differentiates
 (:class:`Mode`), which part of a complex value is checked (:class:`Part`), the auxiliary checks
-(:class:`AuxCheck`) and the keys of a check's function variants (:class:`VariantKey`).
+(:class:`AuxCheck`), the keys of a check's function variants (:class:`VariantKey`); and a suite
+run's words: the check kinds of a case (:class:`CheckKind`), a case's status before it runs
+(:class:`Status`), its verdict (:class:`Verdict`), and why a worker running it died
+(:class:`DeathKind`).
 
-All are ``str``-valued, so that they serialize (JSON reports, failure blocks) and compare as the
-strings they replace; code builds and dispatches on the types.
+All are ``str``-valued, so that they serialize (JSON reports, run folders, failure blocks) and
+compare as the strings they replace (a record read back from an older run folder, whose verdict
+is a plain string, equals and hashes as the member); code builds and dispatches on the types.
 """
 
 from __future__ import annotations
@@ -66,3 +70,60 @@ FUNCTION = VariantKey("f")
 # The function's outputs as their imaginary parts, then their real parts (PARTS_IN_TORCH_ORDER):
 # one evaluation gives the finite differences of both parts' checks.
 OUTPUT_PARTS = VariantKey("parts")
+
+
+class CheckKind(StrEnum):
+    """The check a case runs, named after PyTorch's tests (``test_fn_grad``, ...); the order of
+    the members is the order of reports and listings."""
+
+    GRAD = "grad"
+    GRADGRAD = "gradgrad"
+    FWGRAD = "fwgrad"
+    FWGRAD_BWGRAD = "fwgrad_bwgrad"
+
+
+class Status(StrEnum):
+    """A case's status before it runs: ``run`` it, or decided without running (``error``: the
+    suite could not even enumerate it properly); a decided case's verdict is :attr:`verdict`."""
+
+    RUN = "run"
+    SKIPPED = "skipped"
+    XFAIL = "xfail"
+    ERROR = "error"
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict of a case decided with this status (``run`` has none)."""
+        return _DECIDED[self]
+
+
+class Verdict(StrEnum):
+    """What a run says about a case. ``flaky``: bad, then passed when run again (with reruns;
+    counted only in runs that have some)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    XFAIL = "xfail"
+    TIMEOUT = "timeout"
+    FLAKY = "flaky"
+
+    @property
+    def bad(self) -> bool:
+        """A verdict that makes a run fail."""
+        return self in BAD_VERDICTS
+
+
+BAD_VERDICTS = (Verdict.FAIL, Verdict.ERROR, Verdict.TIMEOUT)
+_DECIDED = {Status.SKIPPED: Verdict.SKIPPED, Status.XFAIL: Verdict.XFAIL, Status.ERROR: Verdict.ERROR}
+
+
+class DeathKind(StrEnum):
+    """Why a Ray task running cases died (see :mod:`distcheck.runner.worker_errors`)."""
+
+    NODE_LOST = "node lost"
+    OUT_OF_MEMORY = "out of memory"
+    CRASHED = "crashed"
+    CANCELLED = "cancelled"
+    OTHER = "other"

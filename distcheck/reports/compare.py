@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import BAD, CaseRecord
+from distcheck.runner.records import BAD, FLAKY, CaseRecord
 
-FLAKY = "flaky"  # passed on a rerun after failing (recorded by runs that rerun failures)
 FAILING = (*BAD, FLAKY)
 SLOWER_FACTOR, SLOWER_SECONDS = 2.0, 1.0
 FAIL_ON = ("new", "any", "none")

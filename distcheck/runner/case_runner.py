@@ -12,27 +12,38 @@ from dataclasses import dataclass
 
 from distcheck.engines import get_engine
 from distcheck.executors.serial import SerialExecutor
+from distcheck.kinds import Verdict
 from distcheck.runner import artifacts
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import Checker, distcheck_checker, judged
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 
-SPLIT_VERDICT = "split"  # not a verdict of the run: "run me in chunks" (see runner.split)
-
 
 @dataclass(frozen=True)
 class Outcome:
-    """What running a case where it landed gave: a verdict, or ``split``. ``fingerprint`` is
-    that of the inputs actually rebuilt (the driver checks it again); ``blocks``: the bounded
-    Jacobian blocks of a failed comparison (the driver stores them, see :mod:`.artifacts`)."""
+    """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
+    inputs actually rebuilt (the driver checks it again); ``blocks``: the bounded Jacobian
+    blocks of a failed comparison (the driver stores them, see :mod:`.artifacts`)."""
 
-    verdict: str
+    verdict: Verdict
     message: str = ""
     seconds: float = 0.0
     fingerprint: str | None = None
     estimate: Estimate | None = None
     blocks: artifacts.CaseBlocks | None = None
+
+
+@dataclass(frozen=True)
+class SplitRequest:
+    """What running a case too long for one task gave instead of a verdict: run it in Jacobian
+    chunks over the cluster (see :mod:`.split`), for ``reason``. The driver starts it; it is
+    never a record (:func:`to_record` refuses it)."""
+
+    reason: str
+    seconds: float
+    fingerprint: str | None
+    estimate: Estimate
 
 
 def fingerprint_mismatch(case: CaseId, expected: str, got: str) -> str:
@@ -60,7 +71,7 @@ def run_case(
     expected: str | None,
     budget: Budget,
     checker: Checker | None = None,
-) -> Outcome:
+) -> Outcome | SplitRequest:
     """Rebuild, verify, estimate and check one case on one intra-op thread. ``checker``:
     distcheck's checks on the serial executor unless given (a runner passes a Ray executor's
     for a case it splits)."""
@@ -81,7 +92,7 @@ def run_case(
             if decision == SKIP:
                 return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
             if decision == SPLIT:
-                return Outcome(SPLIT_VERDICT, reason, time.perf_counter() - start, built.fingerprint, estimated)
+                return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
         verdict, message, blocks = judged(built, checker or distcheck_checker(SerialExecutor()))
         kept = None if blocks is None else artifacts.bounded(blocks)
         return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept)
@@ -89,6 +100,8 @@ def run_case(
 
 def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
     """The record of a case from where it ran, after the driver's own fingerprint check."""
+    if type(outcome) is not Outcome:
+        raise TypeError(f"a case's record is made of its Outcome, not of a {type(outcome).__name__}")
     if outcome.fingerprint is not None and info.fingerprint is not None and outcome.fingerprint != info.fingerprint:
         return CaseRecord(
             info.id, ERROR, fingerprint_mismatch(info.id, info.fingerprint, outcome.fingerprint), outcome.seconds, tasks
@@ -98,12 +111,12 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
     return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks)
 
 
-def reported_case(info: CaseInfo, outcome: Outcome) -> Outcome | tuple:
+def reported_case(info: CaseInfo, outcome: Outcome | SplitRequest) -> Outcome | SplitRequest | tuple:
     """What a Ray runner reports for a case it finished: its record, made where it ran, as
     :meth:`CaseRecord.wire` (a tuple, with the JSON text), so that the driver's work per case is
     small; the outcome itself when the driver has to act on it (a split case to start,
     Jacobian blocks to store)."""
-    if outcome.verdict == SPLIT_VERDICT or outcome.blocks is not None:
+    if type(outcome) is SplitRequest or outcome.blocks is not None:
         return outcome
     return to_record(info, outcome, 1).wire()
 

@@ -59,7 +59,7 @@ from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 from distcheck.runner import hash_seed
 from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Budget
-from distcheck.runner.case_runner import SPLIT_VERDICT, Outcome, reported_case, run_case, timeout_record, to_record
+from distcheck.runner.case_runner import Outcome, SplitRequest, reported_case, run_case, timeout_record, to_record
 from distcheck.runner.durations import CostlyRule, Durations
 from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
 from distcheck.runner.records import ERROR, CaseRecord
@@ -172,8 +172,8 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
         yield events
 
 
-def _to_split(outcome: Outcome | tuple) -> bool:
-    return type(outcome) is not tuple and outcome.verdict == SPLIT_VERDICT
+def _to_split(outcome: Outcome | SplitRequest | tuple) -> bool:
+    return type(outcome) is SplitRequest
 
 
 class _Finished:
@@ -185,9 +185,9 @@ class _Finished:
         self.item_id, self.upto = item_id, None
         self.keys: list[str] = []
         self.wires: list[tuple] = []
-        self.outcomes: list[tuple[int, Outcome]] = []
+        self.outcomes: list[tuple[int, Outcome | SplitRequest]] = []
 
-    def add(self, k: int, case: CaseInfo, reported: Outcome | tuple) -> None:
+    def add(self, k: int, case: CaseInfo, reported: Outcome | SplitRequest | tuple) -> None:
         if type(reported) is tuple:
             self.keys.append(case.key)
             self.wires.append(reported)
@@ -401,13 +401,18 @@ class _Run:
         runner.item = None
 
     def on_done(
-        self, runner: _Runner, item_id: int, upto: int, batch: RecordBatch, outcomes: list[tuple[int, Outcome]]
+        self,
+        runner: _Runner,
+        item_id: int,
+        upto: int,
+        batch: RecordBatch,
+        outcomes: list[tuple[int, Outcome | SplitRequest]],
     ) -> None:
         """Records made on the worker come as a batch, which goes on as it is (no object per
         case); a case that crashed its worker before is settled apart."""
         records = []
         for index, outcome in outcomes:
-            if outcome.verdict == SPLIT_VERDICT:
+            if type(outcome) is SplitRequest:
                 self.start_split(runner.cases[index])
             else:
                 records.append(self.deaths.settle(to_record(runner.cases[index], outcome, 1)))

@@ -10,12 +10,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from distcheck.kinds import BAD_VERDICTS, Verdict
 from distcheck.suites.base import CaseId, check_of
 
-PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT = "pass", "fail", "error", "skipped", "xfail", "timeout"
-VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)
-FLAKY = "flaky"  # bad, then passed when run again (--reruns; counted only where there are some)
-BAD = (FAIL, ERROR, TIMEOUT)  # verdicts that make a run fail
+PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT, FLAKY = (
+    Verdict.PASS,
+    Verdict.FAIL,
+    Verdict.ERROR,
+    Verdict.SKIPPED,
+    Verdict.XFAIL,
+    Verdict.TIMEOUT,
+    Verdict.FLAKY,
+)
+VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)  # counted in every run (flaky: where there are some)
+BAD = BAD_VERDICTS  # verdicts that make a run fail
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps with options makes an encoder per call
 
 
@@ -29,7 +37,7 @@ class CaseRecord:
     the first one first."""
 
     case: CaseId
-    verdict: str
+    verdict: Verdict
     message: str = ""
     seconds: float = 0.0
     tasks: int = 0
@@ -89,7 +97,7 @@ class CaseRecord:
         attempts = record.get("attempts")
         return cls(
             CaseId.parse(record["id"]),
-            str(record["verdict"]),
+            Verdict(record["verdict"]),
             str(record.get("message", "")),
             float(record.get("seconds", 0.0)),
             int(record.get("tasks", 0)),
@@ -156,7 +164,7 @@ class RecordList(Sequence[CaseRecord]):
             getattr(entry[0], name)[entry[1]] if type(entry) is tuple else of_record(entry) for entry in self._entries
         ]
 
-    def verdicts(self) -> list[str]:
+    def verdicts(self) -> list[Verdict]:
         return self._column("verdicts", lambda record: record.verdict)
 
     def tally(self) -> Counter:

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from distcheck.kinds import Status
 from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
@@ -320,7 +321,7 @@ class _Collector:
                     self.infos[item.key] = item
                 yield item
             else:
-                self.emit([CaseRecord(item.id, item.status, item.reason)])
+                self.emit([CaseRecord(item.id, Status(item.status).verdict, item.reason)])
         with self.lock:
             self.enumerating = False
             self._tell()
@@ -342,7 +343,7 @@ class _Collector:
             if self.hold:
                 self.listings[group.key] = cases
             self._tell()
-        decided = [CaseRecord(case.id, case.status, case.reason) for case in cases.decided]
+        decided = [CaseRecord(case.id, Status(case.status).verdict, case.reason) for case in cases.decided]
         if decided:
             self.emit(decided)
 

@@ -22,9 +22,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from distcheck.kinds import DeathKind
 from distcheck.runner.records import ERROR, CaseRecord
 
-NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = "node lost", "out of memory", "crashed", "cancelled", "other"
+NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = (
+    DeathKind.NODE_LOST,
+    DeathKind.OUT_OF_MEMORY,
+    DeathKind.CRASHED,
+    DeathKind.CANCELLED,
+    DeathKind.OTHER,
+)
 MAX_NODE_LOSSES = 3  # per case, then it is reported error
 
 _KINDS = {
@@ -50,10 +57,9 @@ _SIGNAL = re.compile(r"\b(SIG[A-Z]+)\b")
 
 @dataclass(frozen=True)
 class WorkerDeath:
-    """One Ray error, classified: ``kind`` (one of the constants above) and a short
-    ``message`` for a case's record."""
+    """One Ray error, classified: its ``kind`` and a short ``message`` for a case's record."""
 
-    kind: str
+    kind: DeathKind
     message: str
 
 
@@ -67,7 +73,7 @@ def _causes(error: BaseException) -> list[BaseException]:
     return chain
 
 
-def _kind(error: BaseException) -> str:
+def _kind(error: BaseException) -> DeathKind:
     for link in _causes(error):
         for cls in type(link).__mro__:
             if cls.__name__ in _KINDS:

@@ -26,13 +26,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-CHECK_KINDS = ("grad", "gradgrad", "fwgrad", "fwgrad_bwgrad")
+from distcheck.kinds import CheckKind, Status
+
+CHECK_KINDS = tuple(CheckKind)  # in the order of reports and listings
 MODES = ("fast", "slow")
 SEPARATOR = "::"
 _SAMPLE = "sample"  # the fourth part of a sample's case id: sampleN
 
 # a case's status before it runs (error: the suite could not even enumerate it properly)
-RUN, SKIPPED, XFAIL, ERROR = "run", "skipped", "xfail", "error"
+RUN, SKIPPED, XFAIL, ERROR = Status.RUN, Status.SKIPPED, Status.XFAIL, Status.ERROR
 
 
 class UsageError(ValueError):
@@ -58,7 +60,7 @@ class CaseId:
     suite: str
     op: str
     dtype: str
-    check: str
+    check: CheckKind
     sample: int | None = None
 
     def __str__(self) -> str:
@@ -92,11 +94,15 @@ class CaseId:
             index = None
         else:
             raise ValueError(f"bad case id {text!r}: expected suite::op::dtype[::sampleN]::check")
-        if check not in CHECK_KINDS:
+        kind = _CHECK_KINDS.get(check)
+        if kind is None:
             raise ValueError(f"bad case id {text!r}: unknown check kind {check!r}")
         if not all((suite, op, dtype)):
             raise ValueError(f"bad case id {text!r}: empty part")
-        return cls(suite, op, dtype, check, index)
+        return cls(suite, op, dtype, kind, index)
+
+
+_CHECK_KINDS = {str(kind): kind for kind in CheckKind}  # a dict lookup: a replay's driver parses every id
 
 
 def check_of(text: str) -> str:
@@ -112,7 +118,7 @@ class CaseInfo:
     the costliest cases first."""
 
     id: CaseId
-    status: str = RUN
+    status: Status = RUN
     reason: str = ""
     fingerprint: str | None = None
     cost: int = 0

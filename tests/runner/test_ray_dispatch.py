@@ -196,7 +196,7 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     one must not sit on it while it runs the next item (reports otherwise wait for
     ``report_every`` seconds of work)."""
     from distcheck.runner.budget import Budget
-    from distcheck.runner.case_runner import SPLIT_VERDICT
+    from distcheck.runner.case_runner import SplitRequest
     from distcheck.runner.feed import Item
     from distcheck.runner.ray_dispatch import _runner
     from distcheck.suites.base import RUN, CaseId, CaseInfo
@@ -213,4 +213,4 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     # the first start goes out at once (the runner was idle); the case to split right after it
     # ran, before the runner took its next item; then the rest when there is no more work
     assert reports == [(1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
-    assert first_done[4][0][1].verdict == SPLIT_VERDICT
+    assert type(first_done[4][0][1]) is SplitRequest
