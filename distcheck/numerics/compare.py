@@ -93,21 +93,37 @@ class WorstElement:
     allowed: float
 
 
-def worst_element(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> WorstElement | None:
-    """The element that violates the tolerance the most (or the largest difference if none does)."""
-    if actual.size == 0:
-        return None
+def excess(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float):
+    """``(excess, error, allowed)`` element-wise, in float64: by how much each element's
+    difference exceeds its tolerance (inf where the difference is NaN). Both arrays promoted."""
     actual, expected = promote(actual, expected)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(actual - expected).astype(np.float64)
         allowed = (atol + np.abs(rtol * expected)).astype(np.float64)
-        excess = np.where(np.isnan(error), np.inf, error - allowed)
-    flat = int(np.argmax(excess))
+        return np.where(np.isnan(error), np.inf, error - allowed), error, allowed
+
+
+def worst_element(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> WorstElement | None:
+    """The element that violates the tolerance the most (or the largest difference if none does)."""
+    found = worst_candidate(actual, expected, rtol, atol)
+    return None if found is None else found[1]
+
+
+def worst_candidate(
+    actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float
+) -> tuple[float, WorstElement] | None:
+    """:func:`worst_element` with its excess (NaN possible: ``argmax`` picks the first NaN)."""
+    if actual.size == 0:
+        return None
+    actual, expected = promote(actual, expected)
+    over, error, allowed = excess(actual, expected, rtol, atol)
+    flat = int(np.argmax(over))
     row, column = np.unravel_index(flat, actual.shape) if actual.ndim == 2 else (flat, 0)
     a, e = actual.reshape(-1)[flat], expected.reshape(-1)[flat]
-    return WorstElement(
+    worst = WorstElement(
         int(row), int(column), _scalar(a), _scalar(e), float(error.reshape(-1)[flat]), float(allowed.reshape(-1)[flat])
     )
+    return float(over.reshape(-1)[flat]), worst
 
 
 def _scalar(x) -> complex:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from distcheck.kinds import Part
-from distcheck.numerics.compare import close_mask, worst_element
+from distcheck.numerics.compare import WorstElement, close_mask, worst_element
 
 FAILED_NONDET_NOTE = """
 NOTE: If your op relies on non-deterministic operations, this failure might be expected:
@@ -40,13 +40,54 @@ def mismatch(
 ) -> str:
     """``Jacobian mismatch for output i with respect to input j`` with both blocks, then the
     worst element (input and output indices), the difference and the tolerance."""
+    worst = worst_element(analytical, numerical, rtol, atol)
+    outside = int((~close_mask(analytical, numerical, rtol, atol)).sum()) if analytical.ndim == 2 else 0
+    return mismatch_of(
+        format_block(numerical),
+        format_block(analytical),
+        worst,
+        outside,
+        analytical.size,
+        analytical.ndim,
+        output_index,
+        input_index,
+        rtol=rtol,
+        atol=atol,
+        input_shape=input_shape,
+        output_shape=output_shape,
+        part=part,
+        mode=mode,
+        element=element,
+    )
+
+
+def mismatch_of(
+    numerical: str,
+    analytical: str,
+    worst: WorstElement | None,
+    outside: int,
+    size: int,
+    ndim: int,
+    output_index: int,
+    input_index: int,
+    *,
+    rtol: float,
+    atol: float,
+    input_shape: tuple[int, ...],
+    output_shape: tuple[int, ...],
+    part: Part | None = None,
+    mode: str = "",
+    element: str = "outputs",
+) -> str:
+    """:func:`mismatch` from what it needs of the blocks: their prints, the worst element, how
+    many elements are outside the tolerance, the size and dimensions of the blocks (a block
+    compared tile by tile on the workers never meets the coordinator whole)."""
     word = "imaginary" if part == Part.IMAG else part
     prefix = f"While considering the {word} part of complex {element} only, " if part else ""
     text = (
         f"{prefix}Jacobian {mode}mismatch for output {output_index:d} with respect to input {input_index:d},\n"
-        f"numerical:{format_block(numerical)}\nanalytical:{format_block(analytical)}\n"
+        f"numerical:{numerical}\nanalytical:{analytical}\n"
     )
-    worst = worst_element(analytical, numerical, rtol, atol)
     if worst is None:
         return text
     tolerance = f"allowed {worst.allowed:.3g} (atol {atol:g} + rtol {rtol:g}·|numerical|)"
@@ -54,14 +95,13 @@ def mismatch(
         f"analytical {_value(worst.actual)}, numerical {_value(worst.expected)}, "
         f"|difference| {worst.difference:.3g} > {tolerance}"
     )
-    if analytical.ndim == 2:
-        outside = int((~close_mask(analytical, numerical, rtol, atol)).sum())
+    if ndim == 2:
         return text + (
             f"\nLargest violation: input {input_index} element {_index(worst.row, input_shape)} "
             f"(Jacobian row {worst.row}), output {output_index} element {_index(worst.column, output_shape)} "
-            f"(column {worst.column}): {values}; {outside} of {analytical.size} elements outside the tolerance.\n"
+            f"(column {worst.column}): {values}; {outside} of {size} elements outside the tolerance.\n"
         )
-    if analytical.ndim == 1:  # fast forward mode: J·u, one value per output element
+    if ndim == 1:  # fast forward mode: J·u, one value per output element
         return text + (
             f"\nLargest violation of the projection J·u: output {output_index} element "
             f"{_index(worst.row, output_shape)}: {values} (atol scaled by sum(u)).\n"

@@ -16,7 +16,7 @@ from distcheck.options import CheckOptions
 from distcheck.plan.planner import Plan
 from distcheck.plan.stages import Auxiliary, JacobianComparison, ProjectedComparison, ZeroNumericalJacobian
 from distcheck.plan.units import Unit
-from distcheck.reduce import jacobians, messages
+from distcheck.reduce import blockwise, jacobians, messages
 from distcheck.reduce.failure_blocks import FailureBlocks, attach
 
 RunMore = Callable[[Sequence[Unit]], Results]  # runs follow-up units (fast-mode failure explanations)
@@ -83,6 +83,9 @@ class Reducer:
     # -- stages --------------------------------------------------------------------------
 
     def jacobian_comparison(self, stage: JacobianComparison) -> None:
+        runner = getattr(self.results, "blocks", None)
+        if blockwise.applies(self.plan, stage, runner):
+            return blockwise.judge(self, stage, runner)
         value = jacobians.window(self.value, stage.numerical_outputs)
         numerical = jacobians.numerical(value, stage.numerical, [s.numel for s in stage.inputs])
         if stage.mode == Mode.FORWARD:  # all forward Jacobians first, then the comparisons

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import math
 import os
 import re
 import threading
@@ -23,9 +22,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from distcheck.numerics.compare import worst_element
-from distcheck.reduce.failure_blocks import FailureBlocks
+from distcheck.reduce.failure_blocks import MAX_WINDOW_BYTES, FailureBlocks, WindowedBlocks, window_of
 
-MAX_BYTES = 2**20  # both blocks of a case together
+MAX_BYTES = MAX_WINDOW_BYTES  # both blocks of a case together
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,30 +66,28 @@ def _worst(blocks: FailureBlocks) -> tuple[int, int]:
     return tuple(int(i) for i in np.unravel_index(int(np.argmax(difference)), difference.shape))
 
 
-def _span(centre: int, size: int, total: int) -> int:
-    """The start of a window of ``size`` out of ``total`` around ``centre``."""
-    return min(max(centre - size // 2, 0), total - size)
-
-
 def bounded(blocks: FailureBlocks, max_bytes: int = MAX_BYTES) -> CaseBlocks:
-    """The blocks, or a window of them around the worst element, in at most ``max_bytes``."""
-    rows, columns = blocks.numerical.shape
+    """The blocks, or a window of them around the worst element, in at most ``max_bytes``
+    (blocks compared block by block arrive as that window already)."""
+    if isinstance(blocks, WindowedBlocks):
+        window = FailureBlocks(**{f.name: getattr(blocks, f.name) for f in dataclasses.fields(FailureBlocks)})
+        return CaseBlocks(_plain(window), blocks.shape, blocks.row0, blocks.col0, blocks.worst)
     itemsize = max(blocks.numerical.itemsize, blocks.analytical.itemsize)
-    budget = max(1, max_bytes // (2 * itemsize))  # elements of each block
     worst = _worst(blocks)
-    width = min(columns, max(1, math.isqrt(budget)))
-    height = min(rows, budget // width)
-    width = min(columns, budget // height)
-    row0, col0 = _span(worst[0], height, rows), _span(worst[1], width, columns)
+    row0, col0, height, width = window_of(blocks.numerical.shape, itemsize, worst, max_bytes)
     cut = (slice(row0, row0 + height), slice(col0, col0 + width))
-    window = dataclasses.replace(
-        blocks,
-        numerical=np.ascontiguousarray(blocks.numerical[cut]),
-        analytical=np.ascontiguousarray(blocks.analytical[cut]),
-        atol=float(blocks.atol),
-        rtol=float(blocks.rtol),
+    window = dataclasses.replace(blocks, numerical=blocks.numerical[cut], analytical=blocks.analytical[cut])
+    return CaseBlocks(_plain(window), blocks.numerical.shape, row0, col0, worst)
+
+
+def _plain(window: FailureBlocks) -> FailureBlocks:
+    return dataclasses.replace(
+        window,
+        numerical=np.ascontiguousarray(window.numerical),
+        analytical=np.ascontiguousarray(window.analytical),
+        atol=float(window.atol),
+        rtol=float(window.rtol),
     )
-    return CaseBlocks(window, (rows, columns), row0, col0, worst)
 
 
 def file_name(case_id: str) -> str:
