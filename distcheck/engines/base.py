@@ -40,6 +40,7 @@ package whose array type it owns, that type's attribute name); see
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -116,6 +117,10 @@ class Engine(ABC):
     # whether checks share one reference call's outputs (and graph) within a scope: see
     # :mod:`distcheck.engines.reference` (torch: True, as torch's gradcheck differentiates one call)
     shares_reference: bool = False
+    # the top-level package of the arrays it checks, and the array class's name in it (an
+    # installed engine's registry entry reads them: see :mod:`distcheck.engines.registry`)
+    library: str | None = None
+    array_type: str | None = None
 
     # -- describe and convert -----------------------------------------------------------------
 
@@ -254,6 +259,27 @@ class Engine(ABC):
     def warm_up(self) -> None:
         """Make the library's slow first calls now (a Ray worker's warm-up, and the driver's
         meanwhile), not in a check's first task or its timed cost measurement. Default: none."""
+        return None
+
+    def library_version(self) -> str | None:
+        """The version of the library this engine checks (a run records it; a resume must
+        find the same). Default: the installed distribution named :attr:`library`, None if
+        there is none."""
+        if self.library is None:
+            return None
+        try:
+            return importlib.metadata.version(self.library)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def state(self) -> Any:
+        """The library's process-wide settings a check's numbers depend on, picklable (JAX: its
+        64-bit mode): sent with a check to Ray workers, which :meth:`restore` it before they
+        rebuild the inputs. Default: None (nothing)."""
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Apply a :meth:`state` taken in another process (a worker's copy of the driver's)."""
         return None
 
     def check_outputs(self, outputs: tuple) -> None:

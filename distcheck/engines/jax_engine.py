@@ -31,9 +31,9 @@ What a torch user must know to read JAX through distcheck (each point verified o
   startup. distcheck never changes that on the caller's process: with x64 off the inputs are
   float32, checked as torch checks float32 inputs (they warn, and usually fail at the default
   eps/atol), and a warning names the switch. The mode is per process, and a float64 array
-  unpickled in a process without x64 silently becomes float32: on Ray, turn x64 on in the module
-  that defines the checked function (a worker imports it, unpickling the function, before it
-  rebuilds the inputs). ``jax.custom_vjp`` objects do not unpickle: call them from a
+  unpickled in a process without x64 silently becomes float32: the mode is this engine's
+  :meth:`JaxEngine.state`, which travels with a check to its Ray workers and is set there before
+  the inputs are rebuilt. ``jax.custom_vjp`` objects do not unpickle: call them from a
   module-level function.
 - **Threads.** XLA's CPU thread pool is sized when the backend starts: :meth:`JaxEngine.threads`
   changes nothing.
@@ -108,8 +108,19 @@ class JaxEngine(Engine):
     """``jax.Array`` inputs, checked with torch's semantics (see the module's docstring)."""
 
     name = "jax"
+    library, array_type = "jax", "Array"
     error_class = JaxGradcheckError
     wording = JaxWording()
+
+    def state(self) -> dict[str, bool]:
+        """JAX's 64-bit mode: a worker computes in the driver's precision (a float64 array
+        unpickled with x64 off becomes float32)."""
+        return {"jax_enable_x64": bool(jax.config.jax_enable_x64)}
+
+    def restore(self, state: dict[str, bool]) -> None:
+        for option, value in state.items():
+            if getattr(jax.config, option) != value:
+                jax.config.update(option, value)
 
     # -- describe and convert
 

@@ -216,6 +216,7 @@ class NumpyWording(Wording):
 
 class NumpyEngine(Engine):
     name = "numpy"
+    library, array_type = "numpy", "ndarray"
     error_class = GradcheckError
     wording = NumpyWording()
 

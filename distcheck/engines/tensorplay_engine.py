@@ -195,6 +195,7 @@ class TensorplayWording(Wording):
 
 class TensorplayEngine(Engine):
     name = "tensorplay"
+    library, array_type = "tensorplay", "Tensor"
     error_class = TensorplayGradcheckError
     wording = TensorplayWording()
     # shares_reference stays False: every check calls afresh (sharing is not verified for tensorplay)

@@ -48,6 +48,7 @@ class _Threads:
 
 class TorchEngine(Engine):
     name = "torch"
+    library, array_type = "torch", "Tensor"
     error_class = TorchGradcheckError
     shares_reference = True  # torch's gradcheck differentiates the outputs of one call
 

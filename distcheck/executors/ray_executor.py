@@ -37,7 +37,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
-from distcheck.engines import get_engine, reference_scope
+from distcheck.engines import get_engine, reference_scope, registry
 from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -51,10 +51,9 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 # A task killed by Ray's memory monitor is retried this many times (Ray's default: forever).
 TASK_OOM_RETRIES = 2
 _TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-# What a worker imports to be warm: distcheck's side of a task, and every autodiff library the
-# driver has imported (they are what deserializing a check's subject imports).
+# What a worker imports to be warm: distcheck's side of a task, and the library of every engine
+# whose library the driver has imported (they are what deserializing a check's subject imports).
 WARM_MODULES = ("distcheck.plan.units", "distcheck.executors.ray_executor")
-ENGINE_LIBRARIES = ("torch", "tensorplay", "jax")
 WARM_TIMEOUT = 120.0  # seconds a warm-up may take before distcheck goes on without it
 _init_lock = threading.Lock()
 _warmed_jobs: set[str] = set()
@@ -126,9 +125,8 @@ def warm_libraries() -> None:
     """The slow first calls of every autodiff library this process has imported
     (:meth:`Engine.warm_up`), made while nothing waits for them: in a worker, not in its first
     task; on the driver, not in the backward pass a check times to plan its chunks."""
-    for name in ENGINE_LIBRARIES:
-        if name in sys.modules:
-            get_engine(name).warm_up()
+    for name in registry.library_engines():
+        get_engine(name).warm_up()
 
 
 def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -> float:
@@ -136,7 +134,7 @@ def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -
     and the autodiff libraries this process has imported, all at once; wait for them (up to
     ``timeout`` seconds). Returns the seconds it took."""
     start = time.perf_counter()
-    wanted = (*WARM_MODULES, *(m for m in ENGINE_LIBRARIES if m in sys.modules), *modules)
+    wanted = (*WARM_MODULES, *(m for m in registry.libraries() if m in sys.modules), *modules)
     refs = [_import.remote(wanted) for _ in range(cluster_cpus())]
     warm_libraries()  # the driver too (a check measures a backward pass on it)
     ray.wait(refs, num_returns=len(refs), timeout=timeout)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from distcheck.engines.registry import EngineTicket
 from distcheck.kinds import VariantKey
 
 
@@ -47,3 +48,8 @@ class Subject:
     variants: dict[VariantKey, Variant]
     data: dict[str, Any] = field(default_factory=dict)
     costs: Any = None
+
+    def __reduce__(self):
+        # The engine travels first, as a ticket: a worker registers it and restores its state
+        # (JAX's 64-bit mode) before it unpickles the inputs, which depend on that state.
+        return Subject, (EngineTicket(self.engine), self.variants, self.data, self.costs)

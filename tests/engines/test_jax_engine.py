@@ -48,7 +48,9 @@ engine = get_engine("jax")
 
 
 def test_the_registry_lists_jax():
-    assert registry._ENGINES["jax"][:2] == ("distcheck.engines.jax_engine", "JaxEngine")
+    source = next(s for s in registry.sources() if s.name == "jax")
+    assert source.target == "distcheck.engines.jax_engine:JaxEngine"
+    assert (source.library, source.array_type) == ("jax", "Array")
 
 
 def _jit(lib, name):
