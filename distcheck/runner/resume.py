@@ -36,7 +36,7 @@ def plan_new(
     a new one under ``runs/``) created with the run's start written."""
     check_reachable(None if options.serial else options.address)
     folder = check_new_folder(out or default_folder(spec, mode))
-    writer = RunWriter(folder, run_start(spec, mode, selection, options, command))
+    writer = RunWriter(folder, run_start(spec, mode, selection, options, command, (suite.engine,)))
     return RunPlan(suite, selection, options, folder, writer, [], command)
 
 

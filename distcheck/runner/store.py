@@ -20,10 +20,12 @@ import json
 import os
 import platform
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distcheck.engines import get_engine
 from distcheck.runner.batches import RecordBatch
 from distcheck.runner.preflight import check_writable
 from distcheck.runner.records import CaseRecord
@@ -39,27 +41,38 @@ _NEXT_CASE_LINE = "\n" + _CASE_LINE
 RECORDED_OPTIONS = ("timeout", "max_jacobian_mb", "max_cases", "split_seconds", "split_max_mb", "batch_size", "reruns")
 
 
-def versions() -> dict[str, str | None]:
-    """The versions a run's verdicts depend on (a resume must have the same)."""
+def versions(engines: Sequence[str] = ()) -> dict[str, Any]:
+    """The versions a run's verdicts depend on (a resume must have the same): distcheck's,
+    torch's, Python's, and under ``"engines"`` the library version of each engine in ``engines``."""
     import distcheck
 
     try:
         torch = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch = None
-    return {"distcheck": distcheck.__version__, "torch": torch, "python": platform.python_version()}
+    found = {"distcheck": distcheck.__version__, "torch": torch, "python": platform.python_version()}
+    if engines:
+        found["engines"] = {name: get_engine(name).library_version() for name in engines}
+    return found
 
 
-def run_start(suite: str, mode: str, selection: Selection, options: RunOptions, command: list[str]) -> dict[str, Any]:
+def _library(engine: str) -> str:
+    """How a version message names an engine: by its library (``jax``), else by its name."""
+    return get_engine(engine).library or engine
+
+
+def run_start(
+    suite: str, mode: str, selection: Selection, options: RunOptions, command: list[str], engines: Sequence[str] = ()
+) -> dict[str, Any]:
     """The ``RunStart`` line: what was run, how, with what, by which command. ``suite`` is the
-    name the suite is found by (``get_suite``)."""
+    name the suite is found by (``get_suite``); ``engines``: the engines its cases use."""
     return {
         TYPE: RUN_START,
         "suite": suite,
         "mode": mode,
         "selection": dataclasses.asdict(selection),
         "options": dataclasses.asdict(options),
-        "versions": versions(),
+        "versions": versions(engines),
         "command": command,
         "started": _now(),
     }
@@ -228,12 +241,14 @@ def read_run(folder: str | os.PathLike) -> RunLog:
 def check_resumable(log: RunLog, suite_name: str) -> None:
     """UsageError unless ``log`` can be resumed here: same versions, records of its own suite,
     not finished."""
-    here = versions()
-    for name in ("distcheck", "torch"):
-        if log.start["versions"].get(name) != here[name]:
-            recorded = log.start["versions"].get(name)
-            why = f"it was run with {name} {recorded}, this is {name} {here[name]}: verdicts would mix"
-            raise _bad(log.folder, why)
+    recorded = log.start["versions"]
+    engines = recorded.get("engines", {})
+    here = versions(tuple(engines))
+    pairs = [(name, recorded.get(name), here[name]) for name in ("distcheck", "torch")]
+    pairs += [(_library(name), version, here["engines"][name]) for name, version in engines.items()]
+    for name, then, now in pairs:
+        if then != now:
+            raise _bad(log.folder, f"it was run with {name} {then}, this is {name} {now}: verdicts would mix")
     for record in log.records:
         if record.case.suite != suite_name:
             raise _bad(log.folder, f"it holds case {record.id} of suite {record.case.suite!r}, not of {suite_name!r}")

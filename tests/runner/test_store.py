@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 
 import pytest
@@ -122,4 +123,18 @@ def test_unresumable_runs(tmp_path):
     lines[0]["versions"]["distcheck"] = "0.0.1"
     (tmp_path / RECORDS).write_text("".join(json.dumps(line) + "\n" for line in lines[:-1]))
     with pytest.raises(UsageError, match="it was run with distcheck 0.0.1, this is distcheck"):
+        check_resumable(read_run(tmp_path), "fake")
+
+
+def test_a_run_records_its_engines_versions_and_a_resume_refuses_another(tmp_path):
+    options = RunOptions(serial=True, timeout=60)
+    writer = RunWriter(tmp_path, run_start("fake", "fast", SELECTION, options, ["distcheck", "run"], ("numpy",)))
+    run_suite(FakeSuite(), Selection(checks=("grad",), ops=("sin",)), options, writer)
+    lines = _lines(tmp_path)
+    assert lines[0]["versions"]["engines"] == {"numpy": importlib.metadata.version("numpy")}
+    (tmp_path / RECORDS).write_text("".join(json.dumps(line) + "\n" for line in lines[:-1]))  # interrupted
+    check_resumable(read_run(tmp_path), "fake")  # the same versions: resumable
+    lines[0]["versions"]["engines"]["numpy"] = "0.0.1"
+    (tmp_path / RECORDS).write_text("".join(json.dumps(line) + "\n" for line in lines[:-1]))
+    with pytest.raises(UsageError, match=r"it was run with numpy 0\.0\.1, this is numpy \d"):
         check_resumable(read_run(tmp_path), "fake")
