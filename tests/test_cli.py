@@ -185,7 +185,7 @@ def test_resume_finishes_a_cut_run(folders, capsys):
 
 @pytest.mark.parametrize(("strict", "status"), [([], 0), (["--strict-flaky"], 1)])
 def test_flaky_cases_fail_a_run_only_when_strict(fake, capsys, tmp_path, monkeypatch, strict, status):
-    monkeypatch.setattr(distcheck.cli.arguments, "get_suite", lambda name, mode: _flaky_suite(tmp_path))
+    monkeypatch.setattr(distcheck.cli.arguments, "get_suite", lambda name, mode, device="cpu": _flaky_suite(tmp_path))
     argv = ["run", "--suite", "fake", "--checks", "grad", "--serial", "--reruns", "1", "--out", str(tmp_path / "o")]
     assert main([*argv, *strict]) == status
     out = capsys.readouterr().out

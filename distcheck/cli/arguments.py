@@ -73,7 +73,7 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 def suite(args: argparse.Namespace) -> Suite:
     """The suite to run or list, with ``--disabled-tests`` skipped."""
-    loaded = get_suite(args.suite, args.mode)
+    loaded = get_suite(args.suite, args.mode, getattr(args, "device", "cpu"))
     if args.disabled_tests:
         from distcheck.suites.torch_opinfo.disabled import with_disabled_tests
 

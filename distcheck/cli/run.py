@@ -29,6 +29,15 @@ RESUME_KEEPS = (
 )  # options a resume may give
 
 
+def _device(text: str) -> str:
+    from distcheck.devices import DeviceError, parse_device
+
+    try:
+        return parse_device(text)
+    except DeviceError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_parser(commands) -> None:
     run = commands.add_parser("run", help="run a suite's gradient checks", description="Run a suite's checks.")
     selection_arguments(run)
@@ -52,6 +61,21 @@ def add_parser(commands) -> None:
         metavar="M",
         help="skip a slow-mode case whose Jacobians would need more than M MB (default: a quarter of this "
         "machine's RAM)",
+    )
+    run.add_argument(
+        "--device",
+        type=_device,
+        default="cpu",
+        help="where the samples are made and checked: cpu (default), cuda (on Ray: each runner's own GPU) or "
+        "cuda:N (--serial); a device the machine or cluster lacks is an error before anything runs",
+    )
+    run.add_argument(
+        "--gpus-per-runner",
+        type=positive(float),
+        default=1.0,
+        metavar="F",
+        help="with --device cuda on Ray: the GPUs each runner and chunk task asks for (default 1; 0.25 packs "
+        "four runners on a GPU)",
     )
     run.add_argument("--json", metavar="FILE", help="also write a JSON report (summary and one record per case)")
     run.add_argument(
@@ -140,6 +164,7 @@ def _plan(args: argparse.Namespace, command: list[str]):
         max_cases=args.max_cases,
         reruns=args.reruns,
         durations=load_durations(args.durations) if args.durations else None,
+        gpus_per_runner=args.gpus_per_runner,
     )
     return plan_new(loaded, args.suite, args.mode, selection(args), options, args.out, command)
 

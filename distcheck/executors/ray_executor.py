@@ -153,6 +153,11 @@ def cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
+def cluster_gpus() -> float:
+    """GPUs of the Ray this process is connected to (logical ones included: ``--num-gpus``)."""
+    return float(ray.cluster_resources().get("GPU", 0))
+
+
 def local_cpus() -> int:
     """The cores this process may run on (its affinity mask, else the machine's count)."""
     try:
@@ -311,6 +316,8 @@ class RayExecutor:
     first use, or reused if it already is. ``policy``: how the planner cuts work into units
     (default: a :class:`CostModel` sized for the cluster's CPUs); a policy with a ``tasks``
     method also groups units into tasks. ``runtime_env``: extra Ray runtime environment.
+    ``gpus``: each task's share of a GPU (a check of tensors on GPUs; None: CPUs only), and
+    ``workers`` counts the tasks the cluster's GPUs hold at once.
     """
 
     name = "ray"
@@ -323,8 +330,9 @@ class RayExecutor:
         runtime_env: dict | None = None,
         max_retries: int = 3,
         cancel_grace: float = 1.0,
+        gpus: float | None = None,
     ):
-        self.address, self.runtime_env = address, runtime_env
+        self.address, self.runtime_env, self.gpus = address, runtime_env, gpus
         self.max_retries, self.cancel_grace = max_retries, cancel_grace
         self._policy = policy if policy is not None else CostModel()
         self._subject_refs: dict[int, ray.ObjectRef] = {}
@@ -335,7 +343,10 @@ class RayExecutor:
         """CPUs in the cluster (asked at most every few seconds: clusters grow and shrink)."""
         ensure_ray(self.address, self.runtime_env)
         if self._cpus is None or time.monotonic() - self._cpus[0] > 5.0:
-            self._cpus = (time.monotonic(), cluster_cpus())
+            cpus = cluster_cpus()
+            if self.gpus:
+                cpus = max(1, min(cpus, int(cluster_gpus() / self.gpus + 1e-9)))
+            self._cpus = (time.monotonic(), cpus)
         return self._cpus[1]
 
     @property
@@ -349,7 +360,7 @@ class RayExecutor:
         box = [self._subject_ref(subject)]
         tasks = getattr(self._policy, "tasks", None)
         groups = tasks(units, subject.costs) if tasks else [[k] for k in range(len(units))]
-        run = _run_units.options(max_retries=self.max_retries)
+        run = _run_units.options(max_retries=self.max_retries, **({"num_gpus": self.gpus} if self.gpus else {}))
         refs = [run.remote(box, [units[k] for k in members]) for members in groups]
         return RayResults(refs, groups, self.cancel_grace)
 

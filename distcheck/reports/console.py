@@ -45,8 +45,11 @@ class ConsoleProgress(Listener):
 
     def started(self, result: RunResult) -> None:
         self.start = time.monotonic()
+        device = "" if result.device == "cpu" else f"; device {result.device}"
+        placed = f": {result.placement}" if result.placement else ""
         self.stream.write(
-            f"distcheck: suite {result.suite} ({result.mode} mode) on {result.executor}, {result.workers} worker(s)\n"
+            f"distcheck: suite {result.suite} ({result.mode} mode) on {result.executor}, {result.workers} worker(s)"
+            f"{device}{placed}\n"
         )
         self.stream.flush()
 

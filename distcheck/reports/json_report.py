@@ -42,6 +42,10 @@ def report_summary(
         from distcheck.suites.torch_opinfo.disabled import disabled_count
 
         summary["disabled"] = disabled_count(RecordList.of(result.records))  # skipped as PyTorch's disabled tests
+    if result.device != "cpu":  # a CPU run's summary is as it always was
+        summary["device"] = result.device
+    if result.placement is not None:
+        summary["placement"] = result.placement
     if result.first_dispatch is not None:  # the run's start-up (enumeration, Ray's start, warm-up)
         summary["first_dispatch"] = round(result.first_dispatch, 3)
     if command is not None:

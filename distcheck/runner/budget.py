@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
 from distcheck.engines import engine_for, reference_scope
@@ -161,11 +161,23 @@ class Budget:
     """``max_bytes``: a case whose Jacobians need more is skipped. A case estimated at more
     than ``split_seconds`` of work is split into Jacobian chunks (None: never split), unless its
     Jacobians exceed ``split_max_bytes``: then its cost is mostly work on whole Jacobians
-    (assembling, comparing), which stays in one process, and it runs whole."""
+    (assembling, comparing), which stays in one process, and it runs whole. ``device_memory``:
+    ``max_bytes`` is the default, and a case on a GPU gets a quarter of that GPU's memory
+    instead (read where it runs, see :meth:`on_device`)."""
 
     max_bytes: float
     split_seconds: float | None = None
     split_max_bytes: float = float("inf")
+    device_memory: bool = False
+
+    def on_device(self, device: str) -> Budget:
+        """The budget of a case on ``device``: the device's default if it has one."""
+        if not self.device_memory or device == "cpu":
+            return self
+        from distcheck.runner.gpus import device_max_jacobian_mb
+
+        max_mb = device_max_jacobian_mb(device)
+        return self if max_mb is None else replace(self, max_bytes=max_mb * 2**20, device_memory=False)
 
     def decide(self, estimate: Estimate) -> tuple[Decision, str]:
         """``(decision, reason)``."""

@@ -15,7 +15,7 @@ from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
 from distcheck.runner import artifacts
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
-from distcheck.runner.judge import Checker, distcheck_checker, judged
+from distcheck.runner.judge import Checker, distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 
@@ -59,7 +59,7 @@ def build_checked(suite: Suite, case: CaseId, expected: str | None) -> tuple[Bui
     try:
         built = suite.build(case)
     except Exception as e:
-        return None, Outcome(ERROR, f"rebuilding the case failed: {type(e).__name__}: {e}")
+        return None, Outcome(ERROR, f"rebuilding the case failed: {raised(e)}")
     if expected is not None and built.fingerprint != expected:
         return None, Outcome(ERROR, fingerprint_mismatch(case, expected, built.fingerprint), 0.0, built.fingerprint)
     return built, None
@@ -88,7 +88,7 @@ def run_case(
             except Exception:  # the function itself fails: the check reports it
                 estimated = None
         if estimated is not None:
-            decision, reason = budget.decide(estimated)
+            decision, reason = budget.on_device(getattr(suite, "device", "cpu")).decide(estimated)
             if decision == SKIP:
                 return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
             if decision == SPLIT:

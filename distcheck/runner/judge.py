@@ -3,7 +3,8 @@
 - ``pass``: every call returned True; or the case expects an error and got it.
 - ``fail``: a call raised the checker's failure type (GradcheckError) or returned False; or an
   expected error was not raised.
-- ``error``: anything else raised (the op or its backward crashed, a bad sample...).
+- ``error``: anything else raised (the op or its backward crashed, a bad sample, the GPU ran
+  out of memory: then with the device's figures, its cache freed, see :mod:`.gpus`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from distcheck.reduce.failure_blocks import FailureBlocks
+from distcheck.runner.gpus import is_out_of_memory, out_of_memory
 from distcheck.runner.records import ERROR, FAIL, PASS
 from distcheck.suites.base import BuiltCase, CheckCall
 
@@ -44,6 +46,15 @@ def torch_checker() -> Checker:
     """torch.autograd's own checks (the reference)."""
     reference = importlib.import_module("torch.autograd.gradcheck")  # the module, not the function
     return Checker(reference.gradcheck, reference.gradgradcheck, (reference.GradcheckError,))
+
+
+def raised(error: BaseException) -> str:
+    """What an error that is not a verdict says in a record: its type and message; for a CUDA
+    out-of-memory, the device's figures first (and torch's cache freed, for the next case)."""
+    if is_out_of_memory(error):
+        first_line = str(error).partition("\n")[0]
+        return f"{type(error).__name__}: {out_of_memory('cuda').describe()}: {first_line}"
+    return f"{type(error).__name__}: {error}"
 
 
 def _describe(call: CheckCall, index: int, total: int) -> str:
@@ -81,7 +92,7 @@ def judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks |
             return FAIL, f"expected {expected}; {where} raised {type(e).__name__}: {e}", None
         if isinstance(e, checker.failures):
             return FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e), getattr(e, "blocks", None)
-        return ERROR, f"{where} raised {type(e).__name__}: {e}", None
+        return ERROR, f"{where} raised {raised(e)}", None
     if expected is not None:
         return FAIL, f"expected {expected}, but the checks passed", None
     return PASS, "", None

@@ -39,6 +39,10 @@
   cases, which may be split cases too), so that the chunks get the CPUs, and start again when no
   split case is left. A timed-out split case is cancelled with its chunks.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
+- **GPUs.** For a suite on ``cuda``, every runner and careful task asks Ray for
+  ``gpus_per_runner`` GPUs, as do the chunk tasks of a split case (its coordinator asks for
+  none: it mostly waits), and there are as many runners as the cluster's GPUs hold (see
+  :mod:`.gpus`).
 """
 
 from __future__ import annotations
@@ -55,13 +59,14 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
+from distcheck.executors.ray_executor import cluster_cpus, cluster_gpus, ensure_ray
 from distcheck.runner import hash_seed
 from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import Outcome, SplitRequest, reported_case, run_case, timeout_record, to_record
 from distcheck.runner.durations import CostlyRule, Durations
 from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
+from distcheck.runner.gpus import placement, ray_runners
 from distcheck.runner.records import ERROR, CaseRecord
 from distcheck.runner.split import run_split
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
@@ -262,6 +267,7 @@ class RayDispatcher:
         costly: CostlyRule | None = None,
         durations: Durations | None = None,
         split_budget: Budget | None = None,
+        gpus_per_runner: float | None = None,
     ):
         self.suite, self.budget, self.timeout, self.address = suite, budget, timeout, address
         self.batch_size, self.selection = batch_size, selection or Selection()
@@ -270,14 +276,27 @@ class RayDispatcher:
         self.first_dispatch: float | None = None  # perf_counter() of the first work handed out
         self.stop = threading.Event()  # set: the run stops (cancelling what runs)
         self.worker_env: dict[str, str] = {}  # extra worker environment (a new one: new workers)
+        self.gpus_per_runner = gpus_per_runner  # None: the suite runs on CPUs
+        self.placement: str | None = None  # on GPUs: runners on how many GPUs
         self._workers: int | None = None
 
     @property
     def workers(self) -> int:
+        """Runners: one per CPU of the cluster; on GPUs, as many as the GPUs hold (UsageError
+        for a cluster without them)."""
         if self._workers is None:
             ensure_ray(self.address, {"env_vars": dict(hash_seed.ENV)})
-            self._workers = cluster_cpus()
+            if self.gpus_per_runner is None:
+                self._workers = cluster_cpus()
+            else:
+                device, gpus = getattr(self.suite, "device", "cuda"), cluster_gpus()
+                self._workers = ray_runners(device, cluster_cpus(), gpus, self.gpus_per_runner)
+                self.placement = placement(self._workers, gpus, self.gpus_per_runner)
         return self._workers
+
+    def task_options(self) -> dict:
+        """Ray options of a runner or careful task: its GPU share, if the suite is on GPUs."""
+        return {} if self.gpus_per_runner is None else {"num_gpus": self.gpus_per_runner}
 
     def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
         _Run(self, items, sink).loop()
@@ -301,7 +320,7 @@ class _Run:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env, scheduling_strategy=here)
         self.queue = queue.remote(dispatcher.costly, dispatcher.batch_size, durations, dispatcher.workers)
-        self.runner_task = _runner.options(runtime_env=env)
+        self.runner_task = _runner.options(runtime_env=env, **dispatcher.task_options())
         self.split_task = run_split.options(runtime_env=env)
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
@@ -493,7 +512,8 @@ class _Run:
                 self.start_runner()
 
     def start_careful(self, item: Item) -> None:
-        generator = _careful.options(runtime_env=self.env).remote(item, self.d.suite, self.d.budget, self.d.selection)
+        careful = _careful.options(runtime_env=self.env, **self.d.task_options())
+        generator = careful.remote(item, self.d.suite, self.d.budget, self.d.selection)
         self.runners[generator] = _Runner(self.next_runner, since=time.monotonic(), careful=True)
         self.next_runner += 1
 
@@ -521,7 +541,9 @@ class _Run:
         the slow grad suite on 2 cores: 753 s with its twelve ctc_loss cases at once, 655 s two at a time)."""
         while self.waiting and len(self.splits) < self.max_splits:
             case = self.waiting.popleft()
-            generator = self.split_task.remote(self.d.suite, case.id, case.fingerprint, self.d.split_budget)
+            generator = self.split_task.remote(
+                self.d.suite, case.id, case.fingerprint, self.d.split_budget, self.d.gpus_per_runner
+            )
             self.splits[generator] = _Split(case)
 
     def resume(self) -> None:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from distcheck.runner.gpus import check_local, check_ray_device
 from distcheck.runner.preflight import check_reachable
 from distcheck.runner.records import CaseRecord
 from distcheck.runner.runner import RunOptions
@@ -33,10 +34,12 @@ def plan_new(
     suite: Suite, spec: str, mode: str, selection: Selection, options: RunOptions, out: str | None, command: list[str]
 ) -> RunPlan:
     """A new run of ``suite`` (loaded from ``spec`` in ``mode``), its run folder ``out`` (default:
-    a new one under ``runs/``) created with the run's start written."""
-    check_reachable(None if options.serial else options.address)
+    a new one under ``runs/``) created with the run's start written (not if the suite's device
+    is missing: a serial run checks this machine, a Ray run what it can before joining)."""
+    device = getattr(suite, "device", "cpu")
+    _check_where(device, options)
     folder = check_new_folder(out or default_folder(spec, mode))
-    writer = RunWriter(folder, run_start(spec, mode, selection, options, command, (suite.engine,)))
+    writer = RunWriter(folder, run_start(spec, mode, selection, options, command, (suite.engine,), device))
     return RunPlan(suite, selection, options, folder, writer, [], command)
 
 
@@ -47,7 +50,7 @@ def plan_resume(
     recorded; it runs in this process (``serial``), on the cluster at ``address``, or, given
     neither, where it ran. ``accept`` may refuse the suite (raising) before anything else is checked."""
     log = read_run(folder)
-    suite = get_suite(log.start["suite"], log.start["mode"])
+    suite = get_suite(log.start["suite"], log.start["mode"], log.start.get("device", "cpu"))
     if accept is not None:
         accept(suite)
     check_resumable(log, suite.name)
@@ -55,6 +58,16 @@ def plan_resume(
     serial = serial or (address is None and bool(recorded.get("serial")))
     address = address if address is not None or serial else recorded.get("address")
     options = log.options(serial=serial, address=address)
-    check_reachable(None if serial else options.address)
+    _check_where(getattr(suite, "device", "cpu"), options)
     writer = RunWriter(log.folder, None, {r.id for r in log.records})
     return RunPlan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"])
+
+
+def _check_where(device: str, options: RunOptions) -> None:
+    """UsageError if the run cannot start where it is to run: this machine lacks the device
+    (serial), or the cluster cannot be reached (Ray: whether it has GPUs is known once joined)."""
+    if options.serial:
+        check_local(device)  # no Ray import: a serial run works where Ray is not installed
+        return
+    check_ray_device(device)
+    check_reachable(options.address)

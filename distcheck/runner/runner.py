@@ -36,6 +36,7 @@ from distcheck.kinds import Status
 from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
+from distcheck.runner.gpus import check_local, check_share, is_cuda
 from distcheck.runner.records import BAD, FLAKY, PASS, VERDICTS, CaseRecord, RecordList
 from distcheck.suites import CHECK_KINDS
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
@@ -53,7 +54,9 @@ class RunOptions:
     mostly whole-Jacobian work that one process does anyway); ``batch_size``: cases per Ray
     task (None: by mode); ``durations``: recorded seconds per case (a previous run's), to
     dispatch the longest work first; ``reruns``: runs of a failing, erroring or timed-out case
-    after the first (see the module's docstring)."""
+    after the first (see the module's docstring); ``gpus_per_runner``: on Ray, the GPUs each
+    runner (and each chunk task of a split case) asks for when the suite's device is a GPU
+    (0.25: four runners share a GPU; see :mod:`.gpus`)."""
 
     serial: bool = False
     address: str | None = None
@@ -65,6 +68,7 @@ class RunOptions:
     batch_size: int | None = None
     durations: Durations | None = None
     reruns: int = 0
+    gpus_per_runner: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("timeout", "max_jacobian_mb", "max_cases", "batch_size", "reruns"):
@@ -74,11 +78,14 @@ class RunOptions:
         if self.serial and self.address is not None:
             raise UsageError(f"RunOptions: serial=True runs in this process, address={self.address!r} names a cluster")
 
-    def budget(self, split: bool) -> Budget:
+    def budget(self, split: bool, device: str = "cpu") -> Budget:
+        """The cases' budget; on a GPU without ``max_jacobian_mb``, the device's memory decides
+        where the case runs (see :meth:`Budget.on_device`)."""
         max_mb = default_max_jacobian_mb() if self.max_jacobian_mb is None else self.max_jacobian_mb
+        on_device = self.max_jacobian_mb is None and device != "cpu"
         if not split:
-            return Budget(max_mb * 2**20)
-        return Budget(max_mb * 2**20, self.split_seconds, self.split_max_mb * 2**20)
+            return Budget(max_mb * 2**20, device_memory=on_device)
+        return Budget(max_mb * 2**20, self.split_seconds, self.split_max_mb * 2**20, on_device)
 
 
 @dataclass
@@ -92,6 +99,8 @@ class RunResult:
     first_dispatch: float | None = None  # seconds from the run's start to its first task (on Ray)
     complete: bool = True  # False: stopped before every case had its verdict
     interrupted: str | None = None  # what stopped it (a signal's name), if something did
+    device: str = "cpu"  # where the suite's cases ran
+    placement: str | None = None  # on GPUs: how many runners on how many GPUs
 
     def tally(self) -> Tally:
         """The cases per (check kind, verdict), counted in one pass over the records (a run's
@@ -255,23 +264,35 @@ def work(
 
 
 def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> Dispatcher:
+    """The run's dispatcher. UsageError if the suite's device is not there: a GPU this machine
+    lacks (serial, at once), or the Ray cluster (when the dispatcher first counts its workers,
+    before any case runs)."""
+    device = getattr(suite, "device", "cpu")
     if options.serial:
         from distcheck.runner.serial import SerialDispatcher
 
-        return SerialDispatcher(suite, options.budget(split=False), options.timeout, selection)
+        check_local(device)
+        return SerialDispatcher(suite, options.budget(split=False, device=device), options.timeout, selection)
     from distcheck.runner.ray_dispatch import RayDispatcher
 
+    check_share(options.gpus_per_runner)
     slow = suite.mode == "slow"
     return RayDispatcher(
         suite,
-        options.budget(split=True),
+        options.budget(split=True, device=device),
         options.timeout,
         options.address,
         options.batch_size or (SLOW_BATCH if slow else FAST_BATCH),
         selection,
         CostlyRule(min_cost=COSTLY if slow else None),
         options.durations,
+        gpus_per_runner=options.gpus_per_runner if is_cuda(device) else None,
     )
+
+
+def placement_of(dispatcher: Dispatcher) -> str | None:
+    """How the dispatcher's runners sit on GPUs ("4 runner(s) on 1 GPU(s) (0.25 GPU each)"), if they do."""
+    return getattr(dispatcher, "placement", None)
 
 
 class _Collector:
@@ -487,6 +508,7 @@ def run_suite(
     if stop is not None:
         dispatcher.stop = stop
     result = RunResult(suite.name, suite.mode, dispatcher.name, dispatcher.workers)
+    result.device, result.placement = getattr(suite, "device", "cpu"), placement_of(dispatcher)
     listener.started(result)
     collector = _Collector(listener, recorded, hold=options.reruns > 0)
     everything = itertools.chain([first], items)

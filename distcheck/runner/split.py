@@ -50,11 +50,12 @@ class CountingExecutor:
 
 
 @ray.remote(num_cpus=0, max_retries=0, num_returns="streaming")
-def run_split(suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget):
+def run_split(suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None = None):
     """Yields ``None`` when it starts, then ``(outcome, tasks)``: the case checked in Jacobian
-    chunks over the cluster, and how many tasks that took."""
+    chunks over the cluster, and how many tasks that took. ``gpus``: each chunk task's share of
+    a GPU (a suite on GPUs; the coordinator itself holds none)."""
     suite.prepare()
     yield None
-    executor = CountingExecutor(RayExecutor())
+    executor = CountingExecutor(RayExecutor(gpus=gpus))
     outcome = run_case(suite, case, fingerprint, budget, distcheck_checker(executor))
     yield outcome, executor.tasks

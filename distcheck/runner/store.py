@@ -38,7 +38,16 @@ RUN_START, CASE_RECORD, RUN_RESUME, RUN_FINISH = "RunStart", "CaseRecord", "RunR
 _CASE_LINE = json.dumps({TYPE: CASE_RECORD}, separators=(",", ":"))[:-1] + ","  # a case line's opening
 _NEXT_CASE_LINE = "\n" + _CASE_LINE
 # options a resume takes from the record; where to run (serial, address) may change
-RECORDED_OPTIONS = ("timeout", "max_jacobian_mb", "max_cases", "split_seconds", "split_max_mb", "batch_size", "reruns")
+RECORDED_OPTIONS = (
+    "timeout",
+    "max_jacobian_mb",
+    "max_cases",
+    "split_seconds",
+    "split_max_mb",
+    "batch_size",
+    "reruns",
+    "gpus_per_runner",
+)
 
 
 def versions(engines: Sequence[str] = ()) -> dict[str, Any]:
@@ -62,14 +71,22 @@ def _library(engine: str) -> str:
 
 
 def run_start(
-    suite: str, mode: str, selection: Selection, options: RunOptions, command: list[str], engines: Sequence[str] = ()
+    suite: str,
+    mode: str,
+    selection: Selection,
+    options: RunOptions,
+    command: list[str],
+    engines: Sequence[str] = (),
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """The ``RunStart`` line: what was run, how, with what, by which command. ``suite`` is the
-    name the suite is found by (``get_suite``); ``engines``: the engines its cases use."""
+    name the suite is found by (``get_suite``); ``engines``: the engines its cases use;
+    ``device`` is recorded unless it is the CPU (a run folder without one is a CPU run)."""
     return {
         TYPE: RUN_START,
         "suite": suite,
         "mode": mode,
+        **({"device": device} if device != "cpu" else {}),
         "selection": dataclasses.asdict(selection),
         "options": dataclasses.asdict(options),
         "versions": versions(engines),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 
+from distcheck.devices import DeviceError, parse_device
 from distcheck.suites.base import (
     CHECK_KINDS,
     MODES,
@@ -25,6 +26,7 @@ from distcheck.suites.base import (
     UsageError,
     enumerate_cases,
     is_grouped,
+    on_device,
 )
 from distcheck.suites.loading import SuiteLoadError, SuiteSource, installed_sources, is_spec, load
 
@@ -50,6 +52,7 @@ __all__ = [
     "enumerate_cases",
     "get_suite",
     "is_grouped",
+    "on_device",
     "spec_of",
     "suite_names",
     "suite_sources",
@@ -73,16 +76,21 @@ def suite_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(source.name for source in suite_sources()))
 
 
-def get_suite(name: str, mode: str = "fast") -> Suite:
-    """The suite ``name`` names, in ``mode`` (``fast`` or ``slow``): a built-in suite's name, an
-    installed suite's name, or ``MODULE:NAME`` (see :mod:`distcheck.suites.loading`)."""
+def get_suite(name: str, mode: str = "fast", device: str = "cpu") -> Suite:
+    """The suite ``name`` names, in ``mode`` (``fast`` or ``slow``) on ``device`` (``cpu``,
+    ``cuda``, ``cuda:N``: one the suite declares): a built-in suite's name, an installed suite's
+    name, or ``MODULE:NAME`` (see :mod:`distcheck.suites.loading`)."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    try:
+        device = parse_device(device)
+    except DeviceError as e:
+        raise UsageError(str(e)) from None
     if name in _SUITES:
         module, cls = _SUITES[name].split(":")
-        return getattr(importlib.import_module(module), cls)(mode)
+        return on_device(getattr(importlib.import_module(module), cls)(mode), device)
     if is_spec(name):
-        return load(SuiteSource(name, name, "module"), mode)
+        return load(SuiteSource(name, name, "module"), mode, device)
     installed = [source for source in installed_sources() if source.name == name]
     if len(installed) > 1:
         origins = "; ".join(f"{source.origin} ({source.target})" for source in installed)
@@ -90,7 +98,7 @@ def get_suite(name: str, mode: str = "fast") -> Suite:
     if not installed:
         known = ", ".join(suite_names())
         raise UsageError(f"unknown suite {name!r} (known: {known}; or MODULE:NAME for a suite in any module)")
-    return load(installed[0], mode)
+    return load(installed[0], mode, device)
 
 
 def spec_of(suite: Suite) -> str:

@@ -5,7 +5,9 @@ A **case** is one operator × one sample × one dtype × one check kind, named b
     torch-opinfo::nn.functional.conv2d::float64::sample3::gradgrad
 
 A test the suite does not run at all (skipped or expected to fail, as a whole) is one case
-without a sample part: ``torch-opinfo::cov::float64::grad``.
+without a sample part: ``torch-opinfo::cov::float64::grad``. A case on a device other than the
+CPU names the device type after the op (``torch-opinfo::sinh::cuda::float64::sample0::grad``);
+a CPU case names none (see :mod:`distcheck.devices`).
 
 Enumeration comes in two steps, so that the driver of a run never generates a sample:
 :meth:`Suite.groups` names the **groups** (an op in a dtype) from metadata alone, with the
@@ -26,12 +28,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
+from distcheck.devices import CPU, DEVICE_TYPES, device_type
 from distcheck.kinds import CheckKind, Status
 
 CHECK_KINDS = tuple(CheckKind)  # in the order of reports and listings
 MODES = ("fast", "slow")
 SEPARATOR = "::"
-_SAMPLE = "sample"  # the fourth part of a sample's case id: sampleN
+_SAMPLE = "sample"  # the part before the check kind of a sample's case id: sampleN
 
 # a case's status before it runs (error: the suite could not even enumerate it properly)
 RUN, SKIPPED, XFAIL, ERROR = Status.RUN, Status.SKIPPED, Status.XFAIL, Status.ERROR
@@ -55,13 +58,15 @@ def read_json(path: str, what: str = "", error: type[UsageError] = UsageError) -
 
 @dataclass(frozen=True)
 class CaseId:
-    """The parts of a case id: ``suite::op::dtype[::sampleN]::check``."""
+    """The parts of a case id: ``suite::op[::device]::dtype[::sampleN]::check`` (``device``:
+    None on the CPU, else the device type, e.g. ``cuda``)."""
 
     suite: str
     op: str
     dtype: str
     check: CheckKind
     sample: int | None = None
+    device: str | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -69,12 +74,12 @@ class CaseId:
     def __reduce__(self):
         # its fields and text as they are: a listing's ids load on the driver without a
         # dataclass state to set field by field (see _load_case_id)
-        return _load_case_id, (self.suite, self.op, self.dtype, self.check, self.sample, self.text)
+        return _load_case_id, (self.suite, self.op, self.dtype, self.check, self.sample, self.text, self.device)
 
     @cached_property
     def text(self) -> str:
         """The id as text, made once (the driver looks records up by it, several times a case)."""
-        parts = [self.suite, self.op, self.dtype]
+        parts = [self.suite, self.op] + ([] if self.device is None else [self.device]) + [self.dtype]
         if self.sample is not None:
             parts.append(f"{_SAMPLE}{self.sample}")
         return SEPARATOR.join([*parts, self.check])
@@ -82,24 +87,28 @@ class CaseId:
     @classmethod
     def parse(cls, text: str) -> CaseId:
         parts = text.split(SEPARATOR)
-        if len(parts) == 5:
-            suite, op, dtype, sample, check = parts
+        if not 4 <= len(parts) <= 6:
+            raise ValueError(f"bad case id {text!r}: expected suite::op[::device]::dtype[::sampleN]::check")
+        suite, op, *middle, check = parts
+        index: int | None = None
+        if len(parts) == 6 or (len(parts) == 5 and middle[0] not in DEVICE_TYPES):
+            sample = middle.pop()
             # sample(\d+) without a regex: a replay's driver parses every recorded id
             digits = sample[len(_SAMPLE) :]
             if not (sample.startswith(_SAMPLE) and digits.isdecimal()):
-                raise ValueError(f"bad case id {text!r}: expected 'sampleN' as its fourth part, got {sample!r}")
-            index: int | None = int(digits)
-        elif len(parts) == 4:
-            suite, op, dtype, check = parts
-            index = None
-        else:
-            raise ValueError(f"bad case id {text!r}: expected suite::op::dtype[::sampleN]::check")
+                raise ValueError(f"bad case id {text!r}: expected 'sampleN' before the check kind, got {sample!r}")
+            index = int(digits)
+        device, dtype = middle if len(middle) == 2 else (None, middle[0])
         kind = _CHECK_KINDS.get(check)
         if kind is None:
             raise ValueError(f"bad case id {text!r}: unknown check kind {check!r}")
         if not all((suite, op, dtype)):
             raise ValueError(f"bad case id {text!r}: empty part")
-        return cls(suite, op, dtype, kind, index)
+        if device is not None and device not in DEVICE_TYPES:
+            raise ValueError(
+                f"bad case id {text!r}: unknown device {device!r} (expected one of {', '.join(DEVICE_TYPES)})"
+            )
+        return cls(suite, op, dtype, kind, index, device)
 
 
 _CHECK_KINDS = {str(kind): kind for kind in CheckKind}  # a dict lookup: a replay's driver parses every id
@@ -136,12 +145,14 @@ class CaseInfo:
         return self.id.op, self.id.dtype
 
 
-def _load_case_id(suite: str, op: str, dtype: str, check: str, sample: int | None, text: str) -> CaseId:
+def _load_case_id(
+    suite: str, op: str, dtype: str, check: str, sample: int | None, text: str, device: str | None = None
+) -> CaseId:
     """A pickled :class:`CaseId`, its text made already. The driver loads one per case it is
     told of (a listing, a batch): the fields set at once cost it a third less than pickle's
     default state of a frozen dataclass."""
     case = object.__new__(CaseId)
-    case.__dict__.update(suite=suite, op=op, dtype=dtype, check=check, sample=sample, text=text)
+    case.__dict__.update(suite=suite, op=op, dtype=dtype, check=check, sample=sample, text=text, device=device)
     return case
 
 
@@ -234,7 +245,11 @@ class Suite(Protocol):
     """A collection of gradient-check cases in one ``mode`` (``fast`` or ``slow``: the mode may
     choose the samples as well as the checks' options). Suite objects are small and picklable
     (workers receive them); expensive state (an op database, samples) is loaded lazily, once
-    per process."""
+    per process.
+
+    A suite that runs on devices other than the CPU says so in ``devices`` (device types, e.g.
+    ``("cpu", "cuda")``; without it: the CPU only) and has ``with_device(device)``, the suite
+    on that device (see :func:`on_device`)."""
 
     name: str
     mode: str
@@ -263,6 +278,24 @@ class GroupedSuite(Suite, Protocol):
     def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
         """The group's selected cases, in order: runnable ones with their fingerprints and cost
         hints, and any decided while listing (e.g. ``error`` if its samples cannot be made)."""
+
+
+def devices_of(suite: Suite) -> tuple[str, ...]:
+    """The device types ``suite`` runs on (the CPU only, unless it says otherwise)."""
+    return tuple(getattr(suite, "devices", (CPU,)))
+
+
+def on_device(suite: Suite, device: str) -> Suite:
+    """``suite`` on ``device`` (a device name, see :mod:`distcheck.devices`): itself for the
+    CPU; UsageError for a device type it does not declare."""
+    supported = devices_of(suite)
+    if device_type(device) not in supported:
+        raise UsageError(
+            f"suite {suite.name!r} does not run on {device!r} (it declares devices: {', '.join(supported)})"
+        )
+    if device == CPU and getattr(suite, "device", CPU) == CPU:
+        return suite
+    return suite.with_device(device)
 
 
 def is_grouped(suite: Suite) -> bool:

@@ -24,7 +24,8 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
 
-from distcheck.suites.base import SEPARATOR, UsageError
+from distcheck.devices import CPU
+from distcheck.suites.base import SEPARATOR, UsageError, on_device
 
 ENTRY_POINT_GROUP = "distcheck.suites"
 _SUITE_ATTRIBUTES = ("name", "mode", "engine", "cases", "build")
@@ -61,9 +62,9 @@ def installed_sources() -> list[SuiteSource]:
     return sources
 
 
-def load(source: SuiteSource, mode: str) -> LoadedSuite:
-    """The suite ``source`` names, in ``mode``, wrapped to pickle as where it came from."""
-    return LoadedSuite(source, _built(source, mode))
+def load(source: SuiteSource, mode: str, device: str = CPU) -> LoadedSuite:
+    """The suite ``source`` names, in ``mode`` on ``device``, wrapped to pickle as where it came from."""
+    return LoadedSuite(source, on_device(_built(source, mode), device), device)
 
 
 def _built(source: SuiteSource, mode: str) -> Any:
@@ -127,13 +128,13 @@ def _one_line(error: BaseException) -> str:
 
 
 @functools.cache
-def _reloaded(source: SuiteSource, mode: str) -> Any:
+def _reloaded(source: SuiteSource, mode: str, device: str) -> Any:
     """The suite rebuilt in this process (a worker): once per process."""
-    return _built(source, mode)
+    return on_device(_built(source, mode), device)
 
 
-def _unpickle(source: SuiteSource, mode: str) -> LoadedSuite:
-    return LoadedSuite(source, _reloaded(source, mode))
+def _unpickle(source: SuiteSource, mode: str, device: str = CPU) -> LoadedSuite:
+    return LoadedSuite(source, _reloaded(source, mode, device), device)
 
 
 class LoadedSuite:
@@ -141,8 +142,8 @@ class LoadedSuite:
     suite's, so optional methods stay optional), and pickles as its source and mode. ``spec``
     is what ``--suite`` takes to load it again (a report records it for a rerun or a resume)."""
 
-    def __init__(self, source: SuiteSource, suite: Any):
-        self.source, self.suite = source, suite
+    def __init__(self, source: SuiteSource, suite: Any, device: str = CPU):
+        self.source, self.suite, self.device = source, suite, device
 
     @property
     def spec(self) -> str:
@@ -154,12 +155,12 @@ class LoadedSuite:
             prepare()
 
     def __getattr__(self, attribute: str) -> Any:
-        if attribute in ("source", "suite"):  # not set yet (during unpickling): never recurse
+        if attribute in ("source", "suite", "device"):  # not set yet (during unpickling): never recurse
             raise AttributeError(attribute)
         return getattr(self.suite, attribute)
 
     def __reduce__(self):
-        return _unpickle, (self.source, self.suite.mode)
+        return _unpickle, (self.source, self.suite.mode, self.device)
 
     def __repr__(self) -> str:
         return f"LoadedSuite({self.spec!r}, {self.source.origin}, {self.suite!r})"

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from distcheck.devices import id_device
 from distcheck.suites.base import (
     SKIPPED,
     CaseId,
@@ -136,6 +137,7 @@ class WithDisabledTests:
     def __init__(self, suite, disabled: DisabledTests):
         self.suite, self.disabled = suite, disabled
         self.name, self.mode, self.engine = suite.name, suite.mode, suite.engine
+        self.device, self.devices = getattr(suite, "device", "cpu"), getattr(suite, "devices", ("cpu",))
 
     def prepare(self) -> None:
         self.suite.prepare()
@@ -151,7 +153,7 @@ class WithDisabledTests:
                 continue
             kept = []
             for check in item.checks:
-                case = CaseId(item.suite, item.op, item.dtype, check)
+                case = CaseId(item.suite, item.op, item.dtype, check, device=id_device(self.device))
                 reason = self.disabled.reason(case)
                 if reason is None:
                     kept.append(check)

@@ -3,6 +3,7 @@
 The structure (containers, kwarg names, non-tensor values) and, per tensor, dtype, shape,
 strides, layout, ``requires_grad``, conjugate / negative bits and the raw bytes of its values
 (the components of a sparse tensor). Equal fingerprints mean the same check of the same numbers.
+The device is not part of it: the same numbers on a GPU have the CPU's fingerprint.
 """
 
 from __future__ import annotations
@@ -50,4 +51,6 @@ def _feed_tensor(digest, tensor: torch.Tensor) -> None:
 def _feed_values(digest, t: torch.Tensor) -> None:
     t = t.resolve_conj().resolve_neg().contiguous().reshape(-1)
     if t.numel():
+        if t.device.type != "cpu":  # a device tensor's bytes, copied to the host once
+            t = t.cpu()
         digest.update(t.view(torch.uint8).numpy())  # the bytes, read in place

@@ -29,7 +29,7 @@ from distcheck.suites.torch_opinfo.fingerprint import fingerprint
 
 SAMPLE_SEED = 1234
 _KEPT = 2  # sample lists per process
-_cache: collections.OrderedDict[tuple[str, str, bool], tuple[list, list[str]]] = collections.OrderedDict()
+_cache: collections.OrderedDict[tuple[str, str, bool, str], tuple[list, list[str]]] = collections.OrderedDict()
 _lock = threading.RLock()  # the global RNGs are per process: one generation at a time
 
 
@@ -40,14 +40,14 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed)
 
 
-def generate(op, dtype: torch.dtype, small: bool) -> list:
-    """The sample list ``_check_helper`` iterates for ``op`` in ``dtype`` (``small``: the
-    ``small_inputs_only`` samples of the slow-gradcheck job), seeded by this module."""
+def generate(op, dtype: torch.dtype, small: bool, device: str = "cpu") -> list:
+    """The sample list ``_check_helper`` iterates for ``op`` in ``dtype`` on ``device`` (``small``:
+    the ``small_inputs_only`` samples of the slow-gradcheck job), seeded by this module."""
     with _lock, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         seed_everything(SAMPLE_SEED)
         samples = op.sample_inputs(
-            "cpu",
+            device,
             dtype,
             requires_grad=True,
             include_conjugated_inputs=bool(op.test_conjugated_samples and dtype.is_complex),
@@ -57,11 +57,11 @@ def generate(op, dtype: torch.dtype, small: bool) -> list:
         return list(samples)
 
 
-def _entry(op, dtype: torch.dtype, small: bool, fresh: bool = False) -> tuple[list, list[str]]:
-    key = (op.full_name, str(dtype), small)
+def _entry(op, dtype: torch.dtype, small: bool, device: str, fresh: bool = False) -> tuple[list, list[str]]:
+    key = (op.full_name, str(dtype), small, device)
     with _lock:
         if fresh or key not in _cache:
-            samples = generate(op, dtype, small)
+            samples = generate(op, dtype, small, device)
             _cache[key] = (samples, [fingerprint(s) for s in samples])
             while len(_cache) > _KEPT:
                 _cache.popitem(last=False)
@@ -69,16 +69,16 @@ def _entry(op, dtype: torch.dtype, small: bool, fresh: bool = False) -> tuple[li
         return _cache[key]
 
 
-def generated(op, dtype: torch.dtype, small: bool) -> tuple[list, list[str]]:
+def generated(op, dtype: torch.dtype, small: bool, device: str = "cpu") -> tuple[list, list[str]]:
     """The sample list, and the fingerprint of each sample as generated."""
-    return _entry(op, dtype, small)
+    return _entry(op, dtype, small, device)
 
 
-def sample(op, dtype: torch.dtype, small: bool, index: int) -> tuple[object, str]:
+def sample(op, dtype: torch.dtype, small: bool, index: int, device: str = "cpu") -> tuple[object, str]:
     """Sample ``index`` of the list, exactly as generated, and its fingerprint."""
-    samples, prints = _entry(op, dtype, small)
+    samples, prints = _entry(op, dtype, small, device)
     if not 0 <= index < len(samples):
         raise LookupError(f"{op.full_name} has {len(samples)} samples in {dtype} (asked for sample {index})")
     if fingerprint(samples[index]) != prints[index]:  # an earlier case's run changed it
-        samples, prints = _entry(op, dtype, small, fresh=True)
+        samples, prints = _entry(op, dtype, small, device, fresh=True)
     return samples[index], prints[index]

@@ -1,4 +1,5 @@
-"""Which OpInfo gradient tests PyTorch runs, skips or expects to fail on CPU.
+"""Which OpInfo gradient tests PyTorch runs, skips or expects to fail on a device type (its
+``*CPU`` or ``*CUDA`` test classes: the device type is a parameter, ``cpu`` by default).
 
 PyTorch's ``test_ops_gradients.py`` / ``test_ops_fwd_gradients.py`` decide this in three
 places, reproduced here in their order:
@@ -10,7 +11,10 @@ places, reproduced here in their order:
    concern ops and dtypes this suite does not enumerate: see :func:`checked_dtypes`);
 3. ``unittest.expectedFailure`` marks, which only matter if the test was not skipped.
 
-Validated against pytest on torch 2.13 (all 3,098 generated tests: outcome and reason).
+Validated against pytest on torch 2.13 on CPU (all 3,098 generated tests: outcome and reason).
+On CUDA the same metadata is read for ``device_type='cuda'`` (``supported_backward_dtypes('cuda')``,
+``DecorateInfo(device_type='cuda')``, ``skipCUDAIf...``): it needs no GPU, but the CUDA test
+class's own facts (MAGMA, cuDNN) are this machine's.
 """
 
 from __future__ import annotations
@@ -33,11 +37,18 @@ DEVICE = "cpu"
 
 
 class _DeviceTest:
-    """What device-type decorators read from the test instance when called."""
+    """What device-type decorators read from the test instance when called: its device type,
+    and on CUDA what ``CUDATestBase.setUpClass`` finds (``skipCUDAIfNoMagma`` and
+    ``skipCUDAIfNoCudnn`` read ``no_magma`` / ``no_cudnn``)."""
 
-    device_type = DEVICE
     precision = 0.0
     rel_tol = 0.0
+
+    def __init__(self, device_type: str = DEVICE):
+        self.device_type = device_type
+        if device_type == "cuda":
+            self.no_magma = not torch.cuda.has_magma
+            self.no_cudnn = not (torch.backends.cudnn.enabled and torch.backends.cudnn.is_available())
 
     def skipTest(self, reason: str) -> None:  # noqa: N802 (unittest's name)
         raise unittest.SkipTest(reason)
@@ -47,22 +58,22 @@ def has_autograd(op) -> bool:
     return bool(op.supports_autograd or op.supports_forward_ad)
 
 
-def checked_dtypes(op, dtypes: tuple[torch.dtype, ...]) -> list[torch.dtype]:
-    """The dtypes (of ``dtypes``) whose gradients PyTorch checks for ``op`` on CPU: supported,
-    with backward support (PyTorch generates tests for the others only to skip them)."""
-    backward = op.supported_backward_dtypes(DEVICE)
-    return [d for d in dtypes if d in op.supported_dtypes(DEVICE) and d in backward]
+def checked_dtypes(op, dtypes: tuple[torch.dtype, ...], device_type: str = DEVICE) -> list[torch.dtype]:
+    """The dtypes (of ``dtypes``) whose gradients PyTorch checks for ``op`` on ``device_type``:
+    supported, with backward support (PyTorch generates tests for the others only to skip them)."""
+    backward = op.supported_backward_dtypes(device_type)
+    return [d for d in dtypes if d in op.supported_dtypes(device_type) and d in backward]
 
 
-def pytorch_status(op, check: str, dtype: torch.dtype) -> tuple[str, str]:
-    """``(status, reason)`` of the PyTorch test of ``check`` for ``op`` in ``dtype`` on CPU:
-    ``run`` (reason empty), ``skipped`` or ``xfail``."""
+def pytorch_status(op, check: str, dtype: torch.dtype, device_type: str = DEVICE) -> tuple[str, str]:
+    """``(status, reason)`` of the PyTorch test of ``check`` for ``op`` in ``dtype`` on
+    ``device_type``: ``run`` (reason empty), ``skipped`` or ``xfail``."""
     cls_name, test_name = TESTS[check]
-    decorated = _decorated(op, cls_name, test_name, dtype)
+    decorated = _decorated(op, cls_name, test_name, dtype, device_type)
     if getattr(decorated, "__unittest_skip__", False):
         return SKIPPED, decorated.__unittest_skip_why__ or "skipped by an OpInfo decorator (no reason given)"
     try:
-        decorated(_DeviceTest())
+        decorated(_DeviceTest(device_type))
     except unittest.SkipTest as e:
         return SKIPPED, str(e)
     if check == "gradgrad" and not op.supports_gradgrad:
@@ -82,11 +93,12 @@ def expects_not_implemented(op, check: str) -> bool:
     return False
 
 
-def _decorated(op, cls_name: str, test_name: str, dtype: torch.dtype):
+def _decorated(op, cls_name: str, test_name: str, dtype: torch.dtype, device_type: str = DEVICE):
     def test(self, **kwargs):
         return None
 
-    params = {"op": op, "dtype": dtype, "device": DEVICE}
-    for decorator in op.get_decorators(cls_name, test_name, DEVICE, dtype, params):
+    # the test's device argument: the test class's primary device (cuda:0 on CUDA)
+    params = {"op": op, "dtype": dtype, "device": "cpu" if device_type == "cpu" else f"{device_type}:0"}
+    for decorator in op.get_decorators(cls_name, test_name, device_type, dtype, params):
         test = decorator(test)
     return test

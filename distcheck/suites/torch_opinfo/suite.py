@@ -8,6 +8,11 @@ where the op has backward support for them × the check kinds ``grad`` (test_fn_
 (no sample part) reported ``skipped`` / ``xfail`` with its reason. Mode ``slow`` is the
 slow-gradcheck CI job: full Jacobians (unless the op forces fast mode) and
 ``small_inputs_only`` samples.
+
+On device ``cuda`` (or ``cuda:N``) the samples are made on the GPU and the dtypes, skips and
+xfails are those of PyTorch's ``*CUDA`` test classes; the case ids say ``cuda`` after the op
+(``torch-opinfo::sinh::cuda::float64::sample0::grad``). A case is rebuilt on the device its id
+names: the suite's own device if of that type (``cuda:1``), else the current one of that type.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import functools
 import hashlib
 from collections.abc import Iterator
 
+from distcheck.devices import CPU, device_type, id_device, parse_device
 from distcheck.suites.base import (
     CHECK_KINDS,
     ERROR,
@@ -49,9 +55,25 @@ def case_seed(case: CaseId) -> int:
 class TorchOpInfoSuite:
     name = "torch-opinfo"
     engine = "torch"
+    devices = ("cpu", "cuda")
 
-    def __init__(self, mode: str = "fast"):
-        self.mode = mode
+    def __init__(self, mode: str = "fast", device: str = CPU):
+        self.mode, self.device = mode, parse_device(device)
+
+    def with_device(self, device: str) -> TorchOpInfoSuite:
+        return TorchOpInfoSuite(self.mode, device)
+
+    @property
+    def device_type(self) -> str:
+        return device_type(self.device)
+
+    def _case(self, op: str, dtype: str, check: str, sample: int | None = None) -> CaseId:
+        return CaseId(self.name, op, dtype, check, sample, id_device(self.device))
+
+    def _build_device(self, case: CaseId) -> str:
+        """Where ``case`` is rebuilt: this suite's device if of the id's type, else that type."""
+        wanted = case.device or CPU
+        return self.device if self.device_type == wanted else wanted
 
     @property
     def small_inputs(self) -> bool:
@@ -74,11 +96,11 @@ class TorchOpInfoSuite:
         for op in ops:
             if not has_autograd(op):
                 continue
-            for dtype in checked_dtypes(op, dtypes):
+            for dtype in checked_dtypes(op, dtypes, self.device_type):
                 runs, decided = [], []
                 for check in (kind for kind in CHECK_KINDS if kind in selection.checks):
                     status, reason = self.status(op, check, dtype)
-                    case = CaseId(self.name, op.full_name, dtype_name(dtype), check)
+                    case = self._case(op.full_name, dtype_name(dtype), check)
                     if status == RUN:
                         runs.append(check)
                     elif selection.wants(case):
@@ -89,7 +111,7 @@ class TorchOpInfoSuite:
 
     def status(self, op, check: str, dtype) -> tuple[str, str]:
         """Whether the suite runs ``check`` of ``op`` in ``dtype``: ``(status, reason)``."""
-        return pytorch_status(op, check, dtype)
+        return pytorch_status(op, check, dtype, self.device_type)
 
     def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
         """The group's cases, check kind by check kind, sample by sample; one ``error`` case
@@ -98,7 +120,7 @@ class TorchOpInfoSuite:
         cases = []
         for check in group.checks:
             if isinstance(listing, str):
-                case = CaseId(self.name, group.op, group.dtype, check)
+                case = self._case(group.op, group.dtype, check)
                 if selection.wants(case):
                     cases.append(CaseInfo(case, ERROR, listing))
                 continue
@@ -113,12 +135,12 @@ class TorchOpInfoSuite:
         hint: in slow mode its input elements (finite differences perturb each); fast-mode cases
         take a few evaluations each."""
         try:
-            listed, prints = samples.generated(op, dtype, self.small_inputs)
+            listed, prints = samples.generated(op, dtype, self.small_inputs, self.device)
         except Exception as e:  # the op's sample function is broken: report it, go on
             return f"generating the samples failed: {type(e).__name__}: {e}"
         cases = []
         for index, (sample, print_) in enumerate(zip(listed, prints)):
-            case = CaseId(self.name, op.full_name, dtype_name(dtype), "grad", index)
+            case = self._case(op.full_name, dtype_name(dtype), "grad", index)
             cost = 0 if self.mode == "fast" else sum(x.numel() for x in gradcheck_inputs(sample))
             cases.append(CaseInfo(case, RUN, "", print_, cost))
         return cases
@@ -127,7 +149,7 @@ class TorchOpInfoSuite:
         op, dtype = op_named(case.op), dtype_named(case.dtype)
         if case.sample is None:
             raise LookupError(f"{case}: not a runnable case (no sample)")
-        sample, print_ = samples.sample(op, dtype, self.small_inputs, case.sample)
+        sample, print_ = samples.sample(op, dtype, self.small_inputs, case.sample, self._build_device(case))
         inputs = gradcheck_inputs(sample)
         if unexpected_grads(inputs):
             raise AssertionError(
@@ -145,4 +167,5 @@ class TorchOpInfoSuite:
         )
 
     def __repr__(self) -> str:
-        return f"TorchOpInfoSuite(mode={self.mode!r})"
+        device = "" if self.device == CPU else f", device={self.device!r}"
+        return f"TorchOpInfoSuite(mode={self.mode!r}{device})"
