@@ -7,7 +7,7 @@ STAMP := $(VENV)/.distcheck-installed
 PYTEST_ARGS ?=
 CHECK_ARGS ?=
 
-.PHONY: install test check-local lint bench clean
+.PHONY: install test check-local lint clean
 
 install: $(STAMP)
 

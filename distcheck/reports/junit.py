@@ -15,7 +15,7 @@ import importlib.metadata
 import re
 import socket
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 from xml.sax.saxutils import escape, quoteattr
 
@@ -119,7 +119,7 @@ def write(
     by_check: dict[str, list[CaseRecord]] = {}
     for record in records:
         by_check.setdefault(record.case.check, []).append(record)
-    stamp = (timestamp or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    stamp = (timestamp or datetime.now(UTC)).isoformat(timespec="seconds")
     stream.write(HEAD)
     for check in sorted(by_check, key=lambda c: (CHECK_KINDS + (c,)).index(c)):
         cases = by_check[check]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 
 from distcheck.reports import junit
@@ -126,7 +126,7 @@ def write(
     """The JUnit XML of ``records`` on ``stream``, a testcase per PyTorch test;
     ``reproduce(record)``: the reproducer command of a failing case."""
     results = by_test(records)
-    stamp = (timestamp or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    stamp = (timestamp or datetime.now(UTC)).isoformat(timespec="seconds")
     stream.write(junit.HEAD)
     for file in sorted({r.test.file for r in results}):
         tests = [r for r in results if r.test.file == file]

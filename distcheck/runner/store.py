@@ -96,12 +96,12 @@ def run_start(
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def default_folder(suite: str, mode: str, root: str = "runs") -> Path:
     """A new folder under ``root`` named by suite, mode and UTC time."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder, k = Path(root) / f"{suite.replace(':', '-').replace('/', '-')}-{mode}-{stamp}", 1
     while folder.exists():
         k += 1

@@ -1,5 +1,6 @@
-"""Suite ``replay``: a recorded run replayed, each case taking its recorded time, through the
-real runner (to measure the dispatcher and Ray at many workers without the cores to check).
+"""Suite ``replay``, public (docs/running.md): a recorded run replayed, each case taking its
+recorded time, through the real runner (to measure the dispatcher and Ray at many workers
+without the cores to check).
 
 The recording is a JSON report of ``distcheck run --json`` (``{"summary": ..., "cases": [...]}``).
 Every replayed case is a real gradient check of a tiny numpy function, so that the real

@@ -27,6 +27,7 @@ def fake(monkeypatch):
 def test_run_writes_junit_and_html_with_pictures_of_its_failures(fake, tmp_path, capsys):
     junit, page = tmp_path / "junit.xml", tmp_path / "report.html"
     argv = ["run", "--suite", "fake", "--ops", "sin,wrong,crash,xfail", "--checks", "grad,gradgrad", "--serial"]
+    argv += ["--out", str(tmp_path / "run")]
     assert main([*argv, "--junit", str(junit), "--html", str(page)]) == 1
     out = capsys.readouterr().out
     assert "repro: distcheck repro fake::wrong::float64::sample0::grad > repro.py && python repro.py" in out

@@ -58,6 +58,7 @@ def test_budget_skips_a_slow_mode_case_of_an_installed_suite():
 def test_json_report_of_an_installed_suite(tmp_path, capsys):
     report = tmp_path / "report.json"
     argv = ["run", "--suite", "example-functions", "--serial", "--ops", "cube,round_ste", "--json", str(report)]
+    argv += ["--out", str(tmp_path / "run")]
     assert cli.main(argv) == 0
     data = json.loads(report.read_text())
     assert data["summary"]["suite"] == "example-functions"

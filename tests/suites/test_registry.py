@@ -163,9 +163,10 @@ def test_a_broken_plugin_names_its_package_and_breaks_nothing_else(installed, ca
     assert "example-functions::cube::float64::sample0::grad" in capsys.readouterr().out
 
 
-def test_a_plugin_suite_runs_from_the_command_line(installed, capsys):
+def test_a_plugin_suite_runs_from_the_command_line(installed, capsys, tmp_path):
     installed("more_suites", {"declared": SPEC})
-    status = cli.main(["run", "--suite", "declared", "--serial", "--ops", "sin,wrong", "--checks", "grad"])
+    argv = ["run", "--suite", "declared", "--serial", "--ops", "sin,wrong", "--checks", "grad", "--out", str(tmp_path)]
+    status = cli.main(argv)
     assert status == 1  # op wrong fails
     out = capsys.readouterr().out
     assert "declared::wrong::float64::sample0::grad" in out
