@@ -2,10 +2,9 @@
 
 The planner measures one function evaluation and one backward pass on the driver and hands
 each kind of work to :meth:`CostModel.chunks` as a :class:`Workload` (items × seconds per
-item). Measured on a 2-core machine with Ray 2.60, a task costs about 1 ms of CPU when tasks
-are short and queued back to back, and up to 10–20 ms of a worker's time between two tasks
-of a few hundred milliseconds that return megabytes (result to the object store, the next
-task pushed to the worker). So the model cuts a workload into pieces such that
+item). A task has a fixed cost — CPU when tasks are short and queued back to back, and a
+worker's time between two tasks that return megabytes (result to the object store, the next
+task pushed to the worker; figures in docs/architecture.md). So the model cuts a workload into pieces such that
 
 - a workload too small to hold two pieces of ``min_task`` seconds stays whole;
 - a larger one is cut into ``tasks_per_worker`` rounds of one piece per worker, pieces
@@ -91,8 +90,8 @@ def best_time(call: Callable[[], Any], limits: Sequence[float] = (math.inf, 0.1,
     """The shortest of up to ``len(limits)`` timings of ``call``: a single timing can be
     inflated many times over by another process, or by a first call's one-off start-up costs.
     Timing stops once the best so far exceeds the limit of that round: by default every call is
-    timed twice (torch's first backward pass in a process takes about a second: timed once, it
-    made the first check's plan hundreds of tiny tasks), a third time if both took under
+    timed twice (a first call's one-off cost, such as torch's first backward pass in a process,
+    timed once would make the check's plan hundreds of tiny tasks), a third time if both took under
     0.1 s — a check makes thousands of such calls, so measuring stays cheap next to it;
     ``limits=(math.inf,) * n`` times it ``n`` times."""
     best = math.inf

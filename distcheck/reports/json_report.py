@@ -62,8 +62,8 @@ def text(result: RunResult, command: list[str] | None = None, resume: list[str] 
     per record, with the C encoder: an indented dump of 45,000 cases is seconds of Python)."""
     summary = json.dumps(report_summary(result, command, resume), indent=1).replace("\n", "\n ")
     # one join of the records' texts (their batches' columns on Ray: no record is made), each
-    # without its "{": a string per record made for the join (an f-string each) cost the
-    # driver seven times as much (0.37 against 0.05 µs a record)
+    # without its "{": a string per record made for the join (an f-string each) costs the
+    # driver several times as much (docs/benchmarks.md)
     bodies = RecordList.of(result.records).bodies()
     cases = "\n  {" + ",\n  {".join(bodies) if bodies else ""
     return f'{{\n "summary": {summary},\n "cases": [{cases}\n ]\n}}\n'

@@ -28,9 +28,8 @@ loopback cluster of many workers on few cores, the checks' own CPU (about a mill
 fast-mode check) would otherwise be what the replay measures. Those sleeps are pooled per worker
 process (:class:`PooledSleep`): a case owes its time, and the worker sleeps once what it owes
 reaches ``POOL`` seconds, so that the worker's total time is the recorded total (to within one
-pool) while it wakes up once per ``POOL`` rather than once per case (half the cases took under
-4 ms; each wakeup of a time.sleep costs ~50 µs of CPU on this kind of machine, which 64
-workers on 2 cores would otherwise spend).
+pool) while it wakes up once per ``POOL`` rather than once per case (each wakeup of a
+time.sleep costs CPU, which 64 workers on 2 cores would otherwise spend: docs/scale.md).
 """
 
 from __future__ import annotations
@@ -265,8 +264,8 @@ class ReplaySuite:
         return load(self.path)
 
     def prepare(self) -> None:
-        """Read the recording and index it by case and by group: ~0.25 s for a 45,000-case
-        report, once per worker process, paid in a warm-up rather than in the first case."""
+        """Read the recording and index it by case and by group (docs/scale.md), once per worker
+        process, paid in a warm-up rather than in the first case."""
         recording = self.recording()
         recording.by_id, recording.by_group  # noqa: B018 (cached properties, computed here)
 
