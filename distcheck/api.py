@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distcheck.check import run_check
-from distcheck.engines import engine_for, reference_scope
+from distcheck.engines import checks, engine_for, reference_scope
 from distcheck.engines.tuples import as_tuple
 from distcheck.errors import GradcheckError
 from distcheck.executors import resolve
@@ -101,8 +101,8 @@ def gradgradcheck(
     engine = engine_for(func, tupled)
     if grad_outputs is None:
         with reference_scope():
-            grad_outputs = engine.default_grad_outputs(func, tupled, gen_non_contig_grad_outputs)
-    derived, derived_inputs = engine.grad_function(func, tupled, as_tuple(grad_outputs))
+            grad_outputs = checks.default_grad_outputs(engine, func, tupled, gen_non_contig_grad_outputs)
+    derived, derived_inputs = checks.grad_function(engine, func, tupled, as_tuple(grad_outputs))
     return gradcheck(
         derived,
         derived_inputs,

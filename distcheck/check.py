@@ -7,7 +7,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from distcheck.engines import Engine, TensorInfo, engine_for, reference_scope
+from distcheck.engines import Engine, TensorInfo, derivatives, engine_for, reference_scope
+from distcheck.engines.reference import reference_call
 from distcheck.engines.tuples import as_tuple
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
@@ -77,7 +78,7 @@ def _measure_costs(engine: Engine, func: Callable, inputs: tuple, output_infos, 
     diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
     diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
     if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
-        vjp = engine.vjp(func, inputs, diff_outputs[0], diff_inputs)
+        vjp = derivatives.row_vjp(engine, func, inputs, diff_outputs[0], diff_inputs)
         backward = best_time(lambda: vjp(0))
     return Costs(evaluation, backward)
 
@@ -87,7 +88,7 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
     tupled = as_tuple(inputs)
     engine = engine_for(func, tupled)
     input_infos = validate_inputs(engine, func, tupled)
-    output_infos = describe_outputs(engine, engine.reference_call(func, tupled))
+    output_infos = describe_outputs(engine, reference_call(engine, func, tupled))
     plan = plan_gradcheck(
         engine,
         func,

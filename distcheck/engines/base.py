@@ -17,8 +17,10 @@ Hooks, with defaults that suit a dense, functional library (override where the l
 :meth:`Engine.check_outputs`, :meth:`Engine.element_rows`, :meth:`Engine.densify`,
 :attr:`Engine.shares_reference`, :meth:`Engine.version`, :meth:`Engine.requires_grad`,
 :meth:`Engine.track`, :meth:`Engine.stack`, :meth:`Engine.grad_layout_error`,
-:meth:`Engine.input_part`, :meth:`Engine.output_part`, :meth:`Engine.output_parts`,
-:meth:`Engine.grad_function`.
+:meth:`Engine.warm_up`, :meth:`Engine.library_version`, :meth:`Engine.state` /
+:meth:`Engine.restore`; and the constructions :meth:`Engine.input_part`,
+:meth:`Engine.output_part`, :meth:`Engine.output_parts`, :meth:`Engine.grad_function`, which
+return None (the default: the engine-neutral construction is used) or the engine's own.
 
 Values cross the interface in two forms: *engine values* (the library's own arrays, what the
 checked function takes and returns, what the autodiff primitives consume and produce) and numpy
@@ -28,14 +30,16 @@ library (JAX) implements them by building moved copies. "Undefined" grad-outputs
 tangents are ``None`` in the calls to the pullback / pushforward closures: a library without
 such a notion maps ``None`` to zeros (that is what they stand for).
 
-Derived methods (written once here, on the primitives; adapters do not override them):
-:meth:`Engine.vjp` / :meth:`Engine.jvp` (Jacobian rows and columns as numpy), the auxiliary
-checks ``check_*``, :meth:`Engine.default_grad_outputs`, :meth:`Engine.reference_call`.
+Written once on the primitives, as free functions of an engine (this module imports none of
+them): Jacobian rows and columns (:mod:`distcheck.engines.derivatives`), the auxiliary checks
+and gradgradcheck's function (:mod:`distcheck.engines.checks`), complex parts
+(:mod:`distcheck.engines.complex_parts`), the shared reference call
+(:mod:`distcheck.engines.reference`).
 
-Registering an engine: one entry in ``distcheck.engines.registry._ENGINES`` (module, class, the
-package whose array type it owns, that type's attribute name); see
-``distcheck/engines/numpy_engine.py`` for a short adapter. ``part`` arguments are
-:class:`distcheck.kinds.Part` values (str-valued: ``"real"`` / ``"imag"``).
+Registering an engine: :mod:`distcheck.engines.registry` (built in, an entry point of group
+``distcheck.engines``, or ``register_engine``); ``tests/engines/toy_engine.py`` is a short
+adapter from outside the package. ``part`` arguments are :class:`distcheck.kinds.Part` values
+(str-valued: ``"real"`` / ``"imag"``).
 """
 
 from __future__ import annotations
@@ -50,7 +54,6 @@ from typing import Any
 
 import numpy as np
 
-from distcheck.engines import checks, complex_parts, derivatives, reference
 from distcheck.engines.wording import Wording
 from distcheck.errors import EngineCapabilityError
 from distcheck.kinds import Part
@@ -323,78 +326,26 @@ class Engine(ABC):
         ``value`` (torch: sparse layouts and dimensions), or None. Default: None."""
         return None
 
-    def input_part(self, func: Callable, inputs: tuple, part: Part) -> tuple[Callable, tuple]:
+    def input_part(self, func: Callable, inputs: tuple, part: Part) -> tuple[Callable, tuple] | None:
         """``func`` as a function of the ``part`` of its complex inputs (forward-mode checks of
-        complex inputs), and those parts as new inputs. Default: built on :meth:`complex_part`
-        and :meth:`complex_join` (:mod:`distcheck.engines.complex_parts`)."""
-        return complex_parts.input_part(self, func, inputs, part)
+        complex inputs), and those parts as new inputs; None (the default): built on
+        :meth:`complex_part` and :meth:`complex_join` (:func:`distcheck.engines.complex_parts.input_part`)."""
+        return None
 
-    def output_part(self, func: Callable, part: Part, n_inputs: int) -> Callable:
-        """``func`` with its complex outputs replaced by their ``part`` (picklable). Default: built
-        on :meth:`complex_part` (:mod:`distcheck.engines.complex_parts`)."""
-        return complex_parts.ComplexOutputPart(func, part, self.name)
+    def output_part(self, func: Callable, part: Part, n_inputs: int) -> Callable | None:
+        """``func`` with its complex outputs replaced by their ``part`` (picklable); None (the
+        default): built on :meth:`complex_part` (:func:`distcheck.engines.complex_parts.output_part`)."""
+        return None
 
-    def output_parts(self, func: Callable, parts: tuple[Part, ...]) -> Callable:
+    def output_parts(self, func: Callable, parts: tuple[Part, ...]) -> Callable | None:
         """``func`` with each output replaced by its ``parts``, part after part (``len(parts)``
         times as many outputs, each the value :meth:`output_part` gives): finite differences of
-        every part from one evaluation. Only evaluated, never differentiated. Default: built on
-        :meth:`complex_part`."""
-        return complex_parts.ComplexOutputParts(func, parts, self.name)
+        every part from one evaluation. Only evaluated, never differentiated. None (the
+        default): built on :meth:`complex_part`."""
+        return None
 
-    def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
-        """gradgradcheck's derived function ``(*inputs, *grad_outputs) -> grads`` and its inputs.
-        Default: built on :meth:`pullback` with ``create_graph`` (:mod:`distcheck.engines.checks`)."""
-        return checks.grad_function(self, func, inputs, grad_outputs)
-
-    # -- derived: written once on the primitives (do not override) ------------------------------
-
-    def owns(self, value: Any) -> bool:
-        return self.is_tensor(value)
-
-    def reference_call(self, func: Callable, inputs: tuple) -> tuple:
-        """:meth:`call`, shared within the current reference scope (:mod:`distcheck.engines.reference`)."""
-        return reference.reference_call(self, func, inputs)
-
-    def forget(self) -> None:
-        """Drop what direct :meth:`reference_call` s outside any scope keep (tests, interactive use)."""
-        reference.forget_default()
-
-    def vjp(
-        self, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]
-    ) -> Callable[[int | np.ndarray], list[np.ndarray | None]]:
-        """Jacobian rows: ``vjp(g)`` gives the gradients (numpy) of ``outputs[output_position]`` for
-        grad-output ``g`` (an int j: one-hot at flat element j; an array: the whole grad-output),
-        one per input at ``diff_positions`` (None where unused). The graph is built once."""
-        return derivatives.row_vjp(self, func, inputs, output_position, diff_positions)
-
-    def jvp(
-        self, func: Callable, inputs: tuple, diff_positions: Sequence[int]
-    ) -> Callable[[int, int | np.ndarray], list[np.ndarray | None]]:
-        """Jacobian columns: ``jvp(k, t)`` gives the output tangents (numpy; one per float/complex
-        output, None where it has none) for tangent ``t`` on differentiable input ``k`` (index into
-        ``diff_positions``; an int t: one-hot at that flat element) and zero tangents elsewhere."""
-        return derivatives.column_jvp(self, func, inputs, diff_positions)
-
-    def check_zero_grad_output(self, func: Callable, inputs: tuple, masked: bool) -> None:
-        checks.check_zero_grad_output(self, func, inputs, masked)
-
-    def check_undefined_grad(self, func: Callable, inputs: tuple) -> None:
-        checks.check_undefined_grad(self, func, inputs)
-
-    def check_undefined_forward_grad(self, func: Callable, inputs: tuple, tangents: Sequence[np.ndarray]) -> None:
-        checks.check_undefined_forward_grad(self, func, inputs, tangents)
-
-    def check_batched_grad(
-        self, func: Callable, inputs: tuple, output_position: int, grad_outputs: Sequence[np.ndarray]
-    ) -> None:
-        checks.check_batched_grad(self, func, inputs, output_position, grad_outputs)
-
-    def check_batched_forward_grad(
-        self, func: Callable, inputs: tuple, position: int, tangents: Sequence[np.ndarray]
-    ) -> None:
-        checks.check_batched_forward_grad(self, func, inputs, position, tangents)
-
-    def default_grad_outputs(self, func: Callable, inputs: tuple, noncontiguous: bool) -> tuple:
-        """gradgradcheck's random grad-outputs: :meth:`random_grad_outputs` of the differentiable
-        outputs of the reference call."""
-        return checks.default_grad_outputs(self, func, inputs, noncontiguous)
+    def grad_function(self, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple] | None:
+        """gradgradcheck's derived function ``(*inputs, *grad_outputs) -> grads`` and its inputs;
+        None (the default): built on :meth:`pullback` with ``create_graph``
+        (:func:`distcheck.engines.checks.grad_function`)."""
+        return None

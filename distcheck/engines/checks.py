@@ -208,7 +208,11 @@ class GradOfOutputs:
 
 
 def grad_function(engine: Engine, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:
-    """gradgradcheck's derived function (see :class:`GradOfOutputs`) and its inputs."""
+    """gradgradcheck's derived function and its inputs: the engine's own construction
+    (:meth:`Engine.grad_function`), else :class:`GradOfOutputs`."""
+    own = engine.grad_function(func, inputs, grad_outputs)
+    if own is not None:
+        return own
     diff_grad_outputs = frozenset(i for i, g in enumerate(grad_outputs) if engine.requires_grad(g))
     diff = frozenset(diff_inputs(engine, func, inputs))
     derived = GradOfOutputs(engine.name, func, len(inputs), diff, diff_grad_outputs)

@@ -65,9 +65,30 @@ class ComplexInputPart:
         return as_tuple(self.func(*full))
 
 
+def output_part(engine: Engine, func: Callable, part: Part, n_inputs: int) -> Callable:
+    """``func`` with its complex outputs replaced by their ``part``: the engine's own
+    construction (:meth:`Engine.output_part`), else :class:`ComplexOutputPart`."""
+    own = engine.output_part(func, part, n_inputs)
+    return ComplexOutputPart(func, part, engine.name) if own is None else own
+
+
+def output_parts(engine: Engine, func: Callable, parts: tuple[Part, ...]) -> Callable:
+    """``func`` with each output replaced by its ``parts``: the engine's own construction
+    (:meth:`Engine.output_parts`), else :class:`ComplexOutputParts`."""
+    own = engine.output_parts(func, parts)
+    return ComplexOutputParts(func, parts, engine.name) if own is None else own
+
+
 def input_part(engine: Engine, func: Callable, inputs: tuple, part: Part) -> tuple[Callable, tuple]:
+    """``func`` of the ``part`` of its complex inputs, and those parts as new inputs: the
+    engine's own construction (:meth:`Engine.input_part`), else :func:`split_inputs`."""
+    own = engine.input_part(func, inputs, part)
+    return split_inputs(engine, func, inputs, part) if own is None else own
+
+
+def split_inputs(engine: Engine, func: Callable, inputs: tuple, part: Part) -> tuple[Callable, tuple]:
     """``func`` of the ``part`` of its complex inputs, and those parts as new inputs (differentiable
-    where the complex inputs were)."""
+    where the complex inputs were), on :meth:`Engine.complex_part` / :meth:`Engine.complex_join`."""
     positions = tuple(i for i, x in enumerate(inputs) if engine.is_tensor(x) and engine.info(x, func, i).is_complex)
     parts, others = list(inputs), []
     other_part = Part(part).other

@@ -46,7 +46,10 @@ def _as_numpy(engine: Engine, values: Sequence[Any]) -> list[np.ndarray | None]:
 def row_vjp(
     engine: Engine, func: Callable, inputs: tuple, output_position: int, diff_positions: Sequence[int]
 ) -> Callable[[int | np.ndarray], list[np.ndarray | None]]:
-    """See :meth:`Engine.vjp`: the reference call's graph, one pullback, a call per row."""
+    """Jacobian rows: ``vjp(g)`` gives the gradients (numpy) of ``outputs[output_position]`` for
+    grad-output ``g`` (an int j: one-hot at flat element j; an array: the whole grad-output),
+    one per input at ``diff_positions`` (None where unused). The reference call's graph, one
+    pullback, a call per row."""
     outputs = reference_call(engine, func, inputs)
     output = outputs[output_position]
     pullback = engine.pullback(func, inputs, outputs, list(diff_positions), [output_position])
@@ -68,7 +71,10 @@ def row_vjp(
 def column_jvp(
     engine: Engine, func: Callable, inputs: tuple, diff_positions: Sequence[int]
 ) -> Callable[[int, int | np.ndarray], list[np.ndarray | None]]:
-    """See :meth:`Engine.jvp`: one pushforward, a call per column (zero tangents elsewhere)."""
+    """Jacobian columns: ``jvp(k, t)`` gives the output tangents (numpy; one per float/complex
+    output, None where it has none) for tangent ``t`` on differentiable input ``k`` (index into
+    ``diff_positions``; an int t: one-hot at that flat element) and zero tangents elsewhere: one
+    pushforward, a call per column."""
     pushforward = engine.pushforward(func, inputs, list(diff_positions))
     infos = [engine.info(inputs[p], func, p) for p in diff_positions]
     wrt = [inputs[p] for p in diff_positions]

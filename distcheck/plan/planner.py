@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from distcheck.engines import Engine, TensorInfo
+from distcheck.engines import Engine, TensorInfo, complex_parts
 from distcheck.kinds import FUNCTION, OUTPUT_PARTS, PARTS_IN_TORCH_ORDER, AuxCheck, Mode, Part, VariantKey
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import ChunkPolicy, Whole, Workload
@@ -293,12 +293,12 @@ def plan_gradcheck(
         complex_outputs = any(o is not None and o.is_complex for o in output_infos)
         shared = None
         if complex_outputs:
-            b.variants[OUTPUT_PARTS] = Variant(engine.output_parts(func, PARTS_IN_TORCH_ORDER), inputs)
+            b.variants[OUTPUT_PARTS] = Variant(complex_parts.output_parts(engine, func, PARTS_IN_TORCH_ORDER), inputs)
             shared = _SharedParts(len(output_infos))
         for part in PARTS_IN_TORCH_ORDER if complex_outputs else (None,):
             key = VariantKey.of(part)
             if part:
-                b.variants[key] = Variant(engine.output_part(func, part, len(inputs)), inputs)
+                b.variants[key] = Variant(complex_parts.output_part(engine, func, part, len(inputs)), inputs)
             outputs = [real_info(o) if part else o for o in output_infos]
             _plan_backward(b, _Target(key, part, diff), input_infos, outputs, output_infos, shared)
 
@@ -309,7 +309,7 @@ def plan_gradcheck(
             key = VariantKey.of(part, inputs=True)
             infos = list(input_infos)
             if part:
-                b.variants[key] = Variant(*engine.input_part(func, inputs, part))
+                b.variants[key] = Variant(*complex_parts.input_part(engine, func, inputs, part))
                 infos = [real_info(i) for i in input_infos]
             was_complex = tuple(input_infos[s.position].is_complex for s in diff)
             _plan_forward(b, _Target(key, part, _diff_slots(infos)), infos, output_infos, was_complex)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
 from distcheck.engines import engine_for, reference_scope
+from distcheck.engines.derivatives import row_vjp
 from distcheck.plan.cost_model import best_time
 from distcheck.suites.base import BuiltCase, CheckCall
 
@@ -120,7 +121,7 @@ def _measure(case: BuiltCase) -> _Measured:
             # a scope of its own: the check that follows makes its own reference call, after its
             # suite reseeds the RNGs, as torch's does; it must not differentiate this timing call's
             with reference_scope():
-                vjp = engine.vjp(case.func, case.inputs, differentiable[0][0], diff)
+                vjp = row_vjp(engine, case.func, case.inputs, differentiable[0][0], diff)
                 backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
     is_complex = any(i.is_complex for i in inputs) or any(o.is_complex for _, o in differentiable)
     return _Measured(columns, rows, 16 if is_complex else 8, evaluation, backward)

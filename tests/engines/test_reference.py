@@ -9,7 +9,7 @@ import torch
 
 import distcheck
 from distcheck.engines import get_engine, reference_scope
-from distcheck.engines.reference import reference_call
+from distcheck.engines.reference import forget_default, reference_call
 from tests.engines.test_torch_engine import Counted
 
 TORCH = get_engine("torch")
@@ -77,6 +77,6 @@ def test_a_gradgradcheck_keeps_nothing_when_it_ends():
     x, func = _x(), Counted()
     assert distcheck.gradgradcheck(func, (x,))
     calls = func.calls
-    TORCH.reference_call(func, (x,))  # outside any scope: the thread's default scope
+    reference_call(TORCH, func, (x,))  # outside any scope: the thread's default scope
     assert func.calls == calls + 1
-    TORCH.forget()
+    forget_default()

@@ -25,7 +25,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("tensorplay.nn.functional")  # lib.nn.functional in the cases
 
 import distcheck  # noqa: E402
-from distcheck.engines import get_engine  # noqa: E402
+from distcheck.engines import checks, complex_parts, get_engine  # noqa: E402
+from distcheck.engines.derivatives import column_jvp, row_vjp  # noqa: E402
 from distcheck.engines.tensorplay_engine import ComplexOutputPart, GradOfOutputs  # noqa: E402
 from distcheck.errors import EngineCapabilityError  # noqa: E402
 from tests.catalogue import tensorplay_functions as tpf  # noqa: E402
@@ -214,7 +215,7 @@ def test_undefined_grad_one_output_at_a_time():
     with pytest.raises(
         distcheck.GradcheckError, match="With the grad of output 0 undefined, tensorplay's backward raised"
     ):
-        engine.check_undefined_grad(_TwoOutputs.apply, (maker(tp)(3),))
+        checks.check_undefined_grad(engine, _TwoOutputs.apply, (maker(tp)(3),))
 
 
 class _LeakyUndefinedGrad(tp.autograd.Function):
@@ -234,7 +235,7 @@ class _LeakyUndefinedGrad(tp.autograd.Function):
 
 def test_nonzero_grad_for_undefined_grads_is_reported():
     with pytest.raises(distcheck.GradcheckError, match="differentiable input 0 a nonzero gradient"):
-        engine.check_undefined_grad(_LeakyUndefinedGrad.apply, (maker(tp)(3),))
+        checks.check_undefined_grad(engine, _LeakyUndefinedGrad.apply, (maker(tp)(3),))
 
 
 def test_missing_double_backward_is_explained():
@@ -392,7 +393,7 @@ def test_info():
     assert z.is_complex and not z.is_floating and z.is_double and z.dtype == np.complex128
     assert not engine.info(tp.zeros((2,), dtype=tp.float32)).is_double
     assert engine.info(tp.zeros((1,), dtype=tp.float64).expand(3)).overlapping
-    assert engine.owns(x) and not engine.owns(np.zeros(2)) and not engine.owns(torch.zeros(2))
+    assert engine.is_tensor(x) and not engine.is_tensor(np.zeros(2)) and not engine.is_tensor(torch.zeros(2))
 
 
 def test_expanded_input_is_rejected():
@@ -414,7 +415,7 @@ def test_sparse_inputs_are_a_capability_error():
 @pytest.mark.parametrize("part", ["real", "imag"])
 def test_input_part_is_differentiable_with_torchs_gradients(part):
     c, r = values(3, dtype="complex128"), values(3, seed=1)
-    func, parts = engine.input_part(lambda z, x: z * z * x, (leaf(c), leaf(r)), part)
+    func, parts = complex_parts.input_part(engine, lambda z, x: z * z * x, (leaf(c), leaf(r)), part)
     assert parts[0].dtype == tp.float64 and parts[0].requires_grad and parts[1].requires_grad
     np.testing.assert_array_equal(parts[0].detach().numpy(), getattr(c, part))
     (out,) = func(*parts)
@@ -492,7 +493,7 @@ def test_direction_evaluator_real_and_complex():
 
 def test_vjp_with_an_index_and_with_an_array():
     x, w = leaf(values(3, 4)), leaf(values(4, 2, seed=1))
-    vjp = engine.vjp(tp.matmul, (x, w), 0, [0, 1])
+    vjp = row_vjp(engine, tp.matmul, (x, w), 0, [0, 1])
     gx, gw = vjp(5)  # one-hot at output element (2, 1)
     one_hot = np.zeros((3, 2))
     one_hot[2, 1] = 1
@@ -507,9 +508,9 @@ def test_vjp_with_an_index_and_with_an_array():
 
 def test_vjp_unused_input_and_complex_output():
     x, y = leaf(values(3)), leaf(values(2, seed=1))
-    assert engine.vjp(lambda x, y: x * 2, (x, y), 0, [0, 1])(0)[1] is None
+    assert row_vjp(engine, lambda x, y: x * 2, (x, y), 0, [0, 1])(0)[1] is None
     c = values(3, dtype="complex128")
-    (gz,) = engine.vjp(lambda z: z * z, (leaf(c),), 0, [0])(np.array([1j, 0, 0]))
+    (gz,) = row_vjp(engine, lambda z: z * z, (leaf(c),), 0, [0])(np.array([1j, 0, 0]))
     np.testing.assert_allclose(gz, [1j * np.conj(2 * c[0]), 0, 0])
 
 
@@ -550,7 +551,7 @@ def batched(func, inputs, output=0):
     o = outputs[output]
     dtype = np.dtype(np.complex128 if o.is_complex() else np.float64)
     tp.manual_seed(0)
-    engine.check_batched_grad(func, inputs, output, engine.random_normal([tuple(o.shape)] * 2, [dtype] * 2))
+    checks.check_batched_grad(engine, func, inputs, output, engine.random_normal([tuple(o.shape)] * 2, [dtype] * 2))
 
 
 @pytest.mark.parametrize(
@@ -597,9 +598,9 @@ def test_check_batched_grad_reports_a_mismatch():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda x: engine.jvp(tp.sin, (x,), [0]),
-        lambda x: engine.check_undefined_forward_grad(tp.sin, (x,), [np.ones(3)]),
-        lambda x: engine.check_batched_forward_grad(tp.sin, (x,), 0, [np.ones(3)] * 2),
+        lambda x: column_jvp(engine, tp.sin, (x,), [0]),
+        lambda x: checks.check_undefined_forward_grad(engine, tp.sin, (x,), [np.ones(3)]),
+        lambda x: checks.check_batched_forward_grad(engine, tp.sin, (x,), 0, [np.ones(3)] * 2),
     ],
     ids=["jvp", "undefined_forward_grad", "batched_forward_grad"],
 )
@@ -614,11 +615,11 @@ def test_forward_ad_is_a_capability_error_that_names_what_is_missing(call):
 
 
 def test_check_zero_grad_output():
-    engine.check_zero_grad_output(tp.sin, (leaf(values(3)),), masked=False)
+    checks.check_zero_grad_output(engine, tp.sin, (leaf(values(3)),), masked=False)
     with pytest.raises(distcheck.GradcheckError, match="backward not multiplied by grad_output"):
-        engine.check_zero_grad_output(tpf.IgnoresZeroGrad.apply, (leaf(values(3)),), masked=False)
+        checks.check_zero_grad_output(engine, tpf.IgnoresZeroGrad.apply, (leaf(values(3)),), masked=False)
     with pytest.raises(distcheck.GradcheckError, match="no Tensors requiring grad"):
-        engine.check_zero_grad_output(tp.sin, (leaf(values(3), requires_grad=False),), masked=False)
+        checks.check_zero_grad_output(engine, tp.sin, (leaf(values(3), requires_grad=False),), masked=False)
 
 
 def test_real_input_with_a_complex_gradient_is_reported_clearly():
@@ -632,7 +633,7 @@ def test_output_part_is_differentiable_with_torchs_gradients(part, take):
     c, r = values(3, dtype="complex128"), values(3, seed=1)
     z, x = leaf(c), leaf(r)
     assert not (z * 1).real.requires_grad  # why view_as_real is used: .real is not differentiable
-    func = engine.output_part(lambda z, x: z * z * x, part, 2)
+    func = complex_parts.output_part(engine, lambda z, x: z * z * x, part, 2)
     (out,) = func(z, x)
     np.testing.assert_allclose(out.detach().numpy(), take(c * c * r))
     g = values(3, seed=2)
@@ -647,7 +648,7 @@ def test_derived_functions_pickle():
     func = ComplexOutputPart(tpf.WrongScale.apply, "imag")
     assert pickle.loads(pickle.dumps(func)).part == "imag"
     x, g = leaf(values(3)), leaf(values(3, seed=1))
-    derived, inputs = engine.grad_function(tpf.WrongScale.apply, (x,), (g,))
+    derived, inputs = checks.grad_function(engine, tpf.WrongScale.apply, (x,), (g,))
     assert isinstance(derived, GradOfOutputs) and len(inputs) == 2
     (grad,) = pickle.loads(pickle.dumps(derived))(*inputs)
     np.testing.assert_allclose(grad.detach().numpy(), values(3, seed=1) * np.cos(values(3)) * 1.01)
@@ -657,9 +658,9 @@ def test_derived_functions_pickle():
 def test_default_grad_outputs_have_the_outputs_dtypes():
     x, z = leaf(values(2, 3)), leaf(values(4, dtype="complex128"))
     tp.manual_seed(5)
-    g_real, g_complex = engine.default_grad_outputs(lambda x, z: (x * 2, z * z), (x, z), noncontiguous=False)
+    g_real, g_complex = checks.default_grad_outputs(engine, lambda x, z: (x * 2, z * z), (x, z), noncontiguous=False)
     tp.manual_seed(5)
-    again = engine.default_grad_outputs(lambda x, z: (x * 2, z * z), (x, z), noncontiguous=False)
+    again = checks.default_grad_outputs(engine, lambda x, z: (x * 2, z * z), (x, z), noncontiguous=False)
     assert g_real.dtype == tp.float64 and tuple(g_real.shape) == (2, 3)
     assert g_complex.dtype == tp.complex128  # tensorplay's own gradgradcheck makes float64 ones here
     for g, h in zip((g_real, g_complex), again):
@@ -667,7 +668,7 @@ def test_default_grad_outputs_have_the_outputs_dtypes():
         a = g.detach().numpy()
         np.testing.assert_array_equal(a, h.detach().numpy())
         assert np.all(np.abs(a.real) <= 1) and np.all(np.abs(a.imag) <= 1)
-    (wide,) = engine.default_grad_outputs(lambda x: x * 2, (x,), noncontiguous=True)
+    (wide,) = checks.default_grad_outputs(engine, lambda x: x * 2, (x,), noncontiguous=True)
     assert not wide.is_contiguous() and tuple(wide.shape) == (2, 3) and wide.requires_grad
 
 

@@ -8,6 +8,7 @@ import torch
 
 import distcheck
 from distcheck.engines import get_engine
+from distcheck.engines.reference import forget_default, reference_call
 from distcheck.engines.torch_perturb import outputs_moved
 from tests.catalogue.torch_functions import WrongScale
 
@@ -64,17 +65,17 @@ def test_the_reference_call_is_shared_only_while_nothing_changes():
     x = torch.linspace(0.1, 0.9, 5, dtype=torch.float64).requires_grad_()
     y = x.detach().clone().requires_grad_()
     func = Counted()
-    first = ENGINE.reference_call(func, (x,))
-    assert ENGINE.reference_call(func, (x,)) is first and func.calls == 1
-    assert ENGINE.reference_call(func, (y,)) is not first and func.calls == 2  # other input objects
-    assert ENGINE.reference_call(Counted(), (y,)) is not first  # another function
-    second = ENGINE.reference_call(func, (x,))
+    first = reference_call(ENGINE, func, (x,))
+    assert reference_call(ENGINE, func, (x,)) is first and func.calls == 1
+    assert reference_call(ENGINE, func, (y,)) is not first and func.calls == 2  # other input objects
+    assert reference_call(ENGINE, Counted(), (y,)) is not first  # another function
+    second = reference_call(ENGINE, func, (x,))
     with torch.no_grad():
         x.mul_(1.0)  # changed in place: its version counter moves
-    assert ENGINE.reference_call(func, (x,)) is not second
-    ENGINE.forget()
+    assert reference_call(ENGINE, func, (x,)) is not second
+    forget_default()
     calls = func.calls
-    ENGINE.reference_call(func, (x,))
+    reference_call(ENGINE, func, (x,))
     assert func.calls == calls + 1
 
 
@@ -83,7 +84,7 @@ def test_a_check_keeps_nothing_when_it_ends():
     func = Counted()
     assert distcheck.gradcheck(func, (x,))
     calls = func.calls
-    ENGINE.reference_call(func, (x,))
+    reference_call(ENGINE, func, (x,))
     assert func.calls == calls + 1  # the check's kept outputs were dropped
 
 

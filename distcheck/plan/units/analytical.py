@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distcheck.engines import Engine
+from distcheck.engines.derivatives import column_jvp, row_vjp
 from distcheck.kinds import VariantKey
 from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.subject import Subject
@@ -58,7 +59,7 @@ class AnalyticalRows(_Range):
 
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
         variant = subject.variants[self.variant]
-        vjp = engine.vjp(variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
+        vjp = row_vjp(engine, variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
         grad_outputs = self.items(subject)
         runs = []
         wrong_size = wrong_dtype = None
@@ -115,7 +116,7 @@ class ForwardColumns(_Range):
 
     def run(self, engine: Engine, subject: Subject) -> ColumnsResult:
         variant = subject.variants[self.variant]
-        jvp = engine.jvp(variant.func, variant.inputs, self.diff_positions)
+        jvp = column_jvp(engine, variant.func, variant.inputs, self.diff_positions)
         tangents = self.items(subject)
         float_outputs = [k for k, slot in enumerate(self.outputs) if slot is not None]
         blocks = [None if s is None else np.zeros((len(tangents), s.numel), dtype=s.dtype) for s in self.outputs]
