@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import math
 import os
 import pickle
 import sys
@@ -38,6 +39,7 @@ from ray import cloudpickle
 from ray.exceptions import RayError
 
 from distcheck.engines import get_engine, reference_scope, registry
+from distcheck.executors.ray_blocks import RayBlocks, default_block_bytes
 from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -259,11 +261,20 @@ def _run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
 class RayResults:
     """Results of tasks submitted all at once; ``get`` blocks on the task holding the unit."""
 
-    def __init__(self, refs: list[ray.ObjectRef], groups: list[list[int]], cancel_grace: float):
+    def __init__(
+        self, refs: list[ray.ObjectRef], groups: list[list[int]], cancel_grace: float, block_bytes: float = math.inf
+    ):
         self._refs, self._groups, self._grace = refs, groups, cancel_grace
         self._where = {unit: (task, k) for task, group in enumerate(groups) for k, unit in enumerate(group)}
         self._fetched: dict[int, list[UnitResult]] = {}
         self._cancelled = False
+        # Jacobians larger than the block budget are compared where they are, never fetched here
+        self.blocks = RayBlocks(self.where, block_bytes)
+
+    def where(self, index: int) -> tuple[ray.ObjectRef, int]:
+        """The reference of the results of the task holding unit ``index``, and its index there."""
+        task, k = self._where[index]
+        return self._refs[task], k
 
     @property
     def tasks(self) -> int:
@@ -318,6 +329,9 @@ class RayExecutor:
     method also groups units into tasks. ``runtime_env``: extra Ray runtime environment.
     ``gpus``: each task's share of a GPU (a check of tensors on GPUs; None: CPUs only), and
     ``workers`` counts the tasks the cluster's GPUs hold at once.
+    ``block_bytes``: the block budget (default ``$DISTCHECK_BLOCK_MB``, else 64 MB): a
+    comparison whose Jacobians need more runs block by block on the workers, and the cost
+    model keeps every unit's result under half of it.
     """
 
     name = "ray"
@@ -331,7 +345,9 @@ class RayExecutor:
         max_retries: int = 3,
         cancel_grace: float = 1.0,
         gpus: float | None = None,
+        block_bytes: float | None = None,
     ):
+        self.block_bytes = default_block_bytes() if block_bytes is None else block_bytes
         self.address, self.runtime_env, self.gpus = address, runtime_env, gpus
         self.max_retries, self.cancel_grace = max_retries, cancel_grace
         self._policy = policy if policy is not None else CostModel()
@@ -352,7 +368,7 @@ class RayExecutor:
     @property
     def policy(self) -> ChunkPolicy:
         if isinstance(self._policy, CostModel):
-            return replace(self._policy, workers=self.workers)
+            return replace(self._policy, workers=self.workers, block_bytes=self.block_bytes)
         return self._policy
 
     def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults:
@@ -362,7 +378,7 @@ class RayExecutor:
         groups = tasks(units, subject.costs) if tasks else [[k] for k in range(len(units))]
         run = _run_units.options(max_retries=self.max_retries, **({"num_gpus": self.gpus} if self.gpus else {}))
         refs = [run.remote(box, [units[k] for k in members]) for members in groups]
-        return RayResults(refs, groups, self.cancel_grace)
+        return RayResults(refs, groups, self.cancel_grace, self.block_bytes)
 
     def _subject_ref(self, subject: Subject) -> ray.ObjectRef:
         """The subject in the object store: put once per check (later submissions of the same

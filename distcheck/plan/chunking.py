@@ -13,10 +13,12 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class Workload:
-    """``items`` independent items of one kind, each costing about ``seconds_per_item``."""
+    """``items`` independent items of one kind, each costing about ``seconds_per_item`` and
+    adding ``bytes_per_item`` to its unit's result."""
 
     items: int
     seconds_per_item: float | None = None
+    bytes_per_item: int = 0
 
 
 class ChunkPolicy(Protocol):

@@ -42,6 +42,7 @@ class CostModel:
     min_task: float = 0.1  # seconds: a task's overhead (above) stays under ~10% of it
     max_task: float = 10.0  # seconds
     tasks_per_worker: int = 2
+    block_bytes: float = math.inf  # a unit's result holds at most half of it (the block budget)
 
     needs_costs = True
 
@@ -53,6 +54,16 @@ class CostModel:
         return max(1, pieces - pieces % workers if pieces >= workers else pieces)
 
     def chunks(self, workload: Workload) -> list[tuple[int, int]]:
+        """:meth:`timed_chunks`, cut finer where a piece's result would exceed half the block
+        budget (a block job holds two of them)."""
+        ranges = self.timed_chunks(workload)
+        if workload.bytes_per_item and math.isfinite(self.block_bytes):
+            most = max(1, int(self.block_bytes / 2 // workload.bytes_per_item))
+            if any(stop - start > most for start, stop in ranges):
+                return even_ranges(workload.items, -(-workload.items // most))
+        return ranges
+
+    def timed_chunks(self, workload: Workload) -> list[tuple[int, int]]:
         """Equal pieces; with ``tasks_per_worker`` rounds of one piece per worker, pieces that
         shrink round by round (2:1 for two rounds, 3:2:1 for three...), so that the tasks that
         run last, while other workers may already be idle, are short."""

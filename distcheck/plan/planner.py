@@ -80,6 +80,11 @@ def _numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
+def _bytes(slots) -> int:
+    """Bytes of one item (a column or row) of the Jacobian blocks of ``slots`` (None: not computed)."""
+    return sum(s.numel * np.dtype(s.dtype).itemsize for s in slots if s is not None)
+
+
 class _Builder:
     def __init__(
         self,
@@ -112,8 +117,8 @@ class _Builder:
             self._measured = self._costs()
         return evaluations * getattr(self._measured, of)
 
-    def chunks(self, items: int, seconds_per_item: float | None) -> list[tuple[int, int]]:
-        return self.policy.chunks(Workload(items, seconds_per_item)) or [(0, items)]
+    def chunks(self, items: int, seconds_per_item: float | None, bytes_per_item: int = 0) -> list[tuple[int, int]]:
+        return self.policy.chunks(Workload(items, seconds_per_item, bytes_per_item)) or [(0, items)]
 
     def auxiliary(self, check: AuxCheck, variant: VariantKey = FUNCTION, **fields) -> None:
         self.stages.append(Auxiliary(self.add(AuxiliaryCheck(variant, check, **fields))))
@@ -139,7 +144,7 @@ class _Builder:
         slots = self.output_slots(outputs, wanted, info)
         per_item = None if whole else self.per_item(4 if info.is_complex else 2, "evaluation")
         items = info.perturbable
-        ranges = [(0, items)] if whole else self.chunks(items, per_item)
+        ranges = [(0, items)] if whole else self.chunks(items, per_item, _bytes(slots))
         sparse = info.elements is not None
         return [
             NumericalColumns(
@@ -178,7 +183,7 @@ class _Builder:
         self, variant: VariantKey, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
     ) -> list[AnalyticalRows]:
         numel = _numel(output.shape)
-        ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"))
+        ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"), _bytes(inputs))
         return [AnalyticalRows(variant, output.position, start, stop, inputs) for start, stop in ranges]
 
     def forward_columns(
@@ -200,7 +205,7 @@ class _Builder:
         if vector is not None:
             ranges = [(0, 1)]
         else:
-            ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "evaluation"))
+            ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "evaluation"), _bytes(slots))
         return [
             ForwardColumns(variant, index, positions, start, stop, slots, complex_outputs, vector)
             for start, stop in ranges

@@ -29,8 +29,6 @@ from distcheck.plan.units import ColumnsResult, NumericalColumns, RowsResult, Un
 from distcheck.reduce import messages
 from distcheck.reduce.failure_blocks import FailureBlocks, WindowedBlocks, attach, window_of
 
-DEFAULT_BLOCK_BYTES = 64 * 2**20
-
 
 class BlockRunner(Protocol):
     budget: float  # bytes: a stage whose Jacobians need more is compared block by block

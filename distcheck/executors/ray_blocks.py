@@ -1,0 +1,59 @@
+"""Block jobs on Ray: each a task next to the unit results it compares.
+
+A job's task receives the references of the units' results nested in a list (so that Ray does
+not fetch them all before it starts) and fetches them one at a time: a numerical result, then
+each analytical one, dropped once compared. What it returns is small: the units' errors and
+attributes, the tiles' summaries (see :mod:`distcheck.plan.comparisons`).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable, Sequence
+
+import ray
+from ray.exceptions import RayError
+
+from distcheck.plan.comparisons import BlockJob, JobOutcome, run_job
+from distcheck.plan.units import UnitResult
+
+BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
+DEFAULT_BLOCK_BYTES = 64 * 2**20
+
+
+def default_block_bytes() -> float:
+    """The per-process block budget: ``$DISTCHECK_BLOCK_MB`` megabytes, else 64 MB."""
+    text = os.environ.get(BLOCK_MB_VARIABLE, "").strip()
+    return float(text) * 2**20 if text else DEFAULT_BLOCK_BYTES
+
+
+@ray.remote(num_cpus=1)
+def _run_job(pieces: list[dict[int, tuple[ray.ObjectRef, int]]], job: BlockJob) -> JobOutcome:
+    (where,) = pieces
+
+    def fetch(unit: int) -> UnitResult:
+        ref, k = where[unit]
+        try:
+            return ray.get(ref)[k]
+        except RayError as e:  # the unit's task failed: worker or node lost, out of memory, cancelled
+            return UnitResult(error=e, traceback=traceback.format_exc(), worker="ray")
+
+    return run_job(job, fetch)
+
+
+class RayBlocks:
+    """Runs block jobs as Ray tasks; ``where(unit)`` is ``(reference of its task's results,
+    its index there)``."""
+
+    def __init__(self, where: Callable[[int], tuple[ray.ObjectRef, int]], budget: float):
+        self.where, self.budget = where, budget
+        self.tasks = 0
+
+    def run(self, jobs: Sequence[BlockJob]) -> list[JobOutcome]:
+        refs = []
+        for job in jobs:
+            units = ([] if job.numerical is None else [job.numerical]) + list(job.analytical)
+            refs.append(_run_job.remote([{u: self.where(u) for u in units}], job))
+        self.tasks += len(refs)
+        return ray.get(refs)

@@ -1,0 +1,70 @@
+"""Block jobs on Ray: with a tiny block budget, the verdicts and messages of comparing whole
+Jacobians, the comparisons made by tasks on the workers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import distcheck
+from distcheck.executors.ray_executor import RayExecutor
+from distcheck.executors.serial import SerialExecutor
+from distcheck.plan.chunking import Workload
+from distcheck.plan.cost_model import CostModel
+from tests.parity.cases import ALL
+from tests.parity.runner import run
+from tests.reduce.test_blockwise import Pieces, Scaled
+
+NAMES = {"sin", "complex_sin", "gg_matmul", "wrong_scale", "one_wrong_element", "transposed", "missing_conjugate"}
+SAMPLE = [c for c in ALL if c.name in NAMES | {"wrong_second_output", "real_to_complex"}]
+
+
+class Counted(RayExecutor):
+    """A Ray executor that counts the block jobs it ran."""
+
+    def submit(self, subject, units):
+        results = super().submit(subject, units)
+        self.blocks = results.blocks
+        return results
+
+
+@pytest.fixture(scope="module")
+def pair(ray_cluster):
+    """The same chunks judged whole and block by block."""
+    return RayExecutor(policy=Pieces(2)), Counted(policy=Pieces(2), block_bytes=0)
+
+
+@pytest.mark.filterwarnings("ignore:Input #0 requires gradient and is not a double")
+@pytest.mark.parametrize("case", SAMPLE, ids=str)
+def test_parity_cases_give_the_whole_jacobian_messages(case, pair):
+    whole, blockwise = pair
+    expected, got = run(case, "distcheck", executor=whole), run(case, "distcheck", executor=blockwise)
+    assert (got.verdict, got.message) == (expected.verdict, expected.message)
+
+
+def test_a_large_failing_check_on_the_cost_model(ray_cluster):
+    """The cost model keeps every unit under half the budget; the jobs run as tasks."""
+    n = 300
+    x = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    w = torch.linspace(-2, 2, n, dtype=torch.float64)
+    wrong = torch.where(torch.arange(n) % 7 == 3, 0.5, 0.0).double()
+    executor = Counted(block_bytes=64 * 2**10)
+    messages = []
+    for chosen in (SerialExecutor(), executor):
+        with pytest.raises(distcheck.GradcheckError) as raised:
+            distcheck.gradcheck(Scaled.apply, (x, w, wrong), executor=chosen)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert executor.blocks.tasks >= 2 * math.ceil(n * n * 8 / (32 * 2**10))  # a job per column unit, twice
+
+
+def test_the_cost_model_caps_a_unit_at_half_the_budget():
+    model = CostModel(workers=2, block_bytes=1000)
+    ranges = model.chunks(Workload(100, 0.001, bytes_per_item=80))
+    assert max(stop - start for start, stop in ranges) * 80 <= 500
+    assert ranges[0][0] == 0 and ranges[-1][1] == 100
+    assert CostModel(workers=2).chunks(Workload(100, 0.001, 80)) == CostModel(workers=2).timed_chunks(
+        Workload(100, 0.001)
+    )
