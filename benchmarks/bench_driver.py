@@ -149,7 +149,7 @@ def replay_once(address: str, cases: int, workers: int, wall: float) -> tuple[in
     this process, with the listeners and reports ``distcheck run`` has: ``(cases, CPU s, wall s)``."""
     from distcheck.reports import console, json_report
     from distcheck.runner import RunOptions, run_suite
-    from distcheck.runner.runner import Listeners
+    from distcheck.runner.protocols import Listeners
     from distcheck.runner.store import REPORT, RunWriter, run_start
     from distcheck.suites.base import Selection
     from distcheck.suites.replay import replay_suite
@@ -212,8 +212,10 @@ def offline_once(cases: int) -> tuple[int, float]:
     import types
 
     from distcheck.reports import console, json_report
+    from distcheck.runner.collector import Collector
+    from distcheck.runner.protocols import Listeners
     from distcheck.runner.ray_dispatch import _Run, _Runner
-    from distcheck.runner.runner import Listeners, RunResult, _Collector
+    from distcheck.runner.result import RunResult
     from distcheck.runner.store import REPORT, RunWriter
     from distcheck.runner.worker_errors import DeathPolicy
 
@@ -225,7 +227,7 @@ def offline_once(cases: int) -> tuple[int, float]:
         listener = Listeners(console.ConsoleProgress(quiet, 15.0, False), writer)
         result = RunResult("bench", "fast", "ray", 64)
         listener.started(result)
-        collector = _Collector(listener)
+        collector = Collector(listener)
         gc.freeze()
         run = object.__new__(_Run)  # the dispatch's handlers, without the Ray it starts with
         run.d, run.sink, run.deaths = types.SimpleNamespace(first_dispatch=None), collector, DeathPolicy()

@@ -46,8 +46,9 @@ from distcheck.executors.ray_executor import ensure_ray  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
 from distcheck.runner.batches import RecordBatch  # noqa: E402
+from distcheck.runner.protocols import Listener  # noqa: E402
 from distcheck.runner.records import CaseRecord  # noqa: E402
-from distcheck.runner.runner import Listener, RunResult  # noqa: E402
+from distcheck.runner.result import RunResult  # noqa: E402
 from distcheck.suites.base import Selection, UsageError  # noqa: E402
 from distcheck.suites.replay import ReplaySuite, replay_suite  # noqa: E402
 

@@ -111,7 +111,7 @@ def add_parser(commands) -> None:
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
     from distcheck.runner import run_suite
-    from distcheck.runner.runner import Listeners
+    from distcheck.runner.protocols import Listeners
     from distcheck.runner.signals import StopOnSignal
     from distcheck.runner.store import REPORT
 

@@ -16,8 +16,9 @@ from typing import TextIO
 
 from distcheck.reports import repro
 from distcheck.runner.batches import RecordBatch
+from distcheck.runner.protocols import Listener
 from distcheck.runner.records import BAD, CaseRecord, RecordList
-from distcheck.runner.runner import Listener, RunResult
+from distcheck.runner.result import RunResult
 
 BAR_WIDTH = 24
 MESSAGE_LINES = 6  # of each failure's message

@@ -11,7 +11,7 @@ import platform
 from typing import Any
 
 from distcheck.runner.records import RecordList
-from distcheck.runner.runner import RunResult
+from distcheck.runner.result import RunResult
 
 
 def report(result: RunResult, command: list[str] | None = None, resume: list[str] | None = None) -> dict[str, Any]:

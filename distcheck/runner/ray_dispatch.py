@@ -75,7 +75,7 @@ from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, S
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from distcheck.runner.runner import Sink
+    from distcheck.runner.protocols import Sink
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
@@ -300,6 +300,9 @@ class RayDispatcher:
 
     def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
         _Run(self, items, sink).loop()
+
+    def rerunning(self, attempt: int) -> None:
+        self.worker_env = {"DISTCHECK_RERUN": str(attempt)}  # a new environment: new worker processes
 
 
 class _Run:

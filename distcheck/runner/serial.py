@@ -21,7 +21,7 @@ from distcheck.runner.case_runner import run_case, timeout_record, to_record
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite
 
 if TYPE_CHECKING:
-    from distcheck.runner.runner import Sink
+    from distcheck.runner.protocols import Sink
 
 
 class CaseTimeout(BaseException):
@@ -52,6 +52,8 @@ def alarm(seconds: float | None) -> Iterator[None]:
 class SerialDispatcher:
     name = "serial"
     workers = 1
+    first_dispatch = None  # (cases start in this process: nothing to wait for)
+    placement = None
 
     def __init__(self, suite: Suite, budget: Budget, timeout: float | None, selection: Selection | None = None):
         self.suite, self.budget, self.timeout = suite, budget, timeout
@@ -72,6 +74,9 @@ class SerialDispatcher:
                         self.run_one(info, sink)
             else:
                 self.run_one(item, sink)
+
+    def rerunning(self, attempt: int) -> None:
+        """Reruns run in this process, as the first run did."""
 
     def run_one(self, info: CaseInfo, sink: Sink) -> None:
         start = time.perf_counter()

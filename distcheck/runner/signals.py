@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from distcheck.runner.runner import Listener
+from distcheck.runner.protocols import Listener
 
 
 class StopOnSignal(Listener):
@@ -44,7 +44,7 @@ class StopOnSignal(Listener):
             signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame) -> None:
-        from distcheck.runner.runner import Interrupted
+        from distcheck.runner.protocols import Interrupted
 
         if self.signum is not None:
             kill(self._started)

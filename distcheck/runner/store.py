@@ -28,8 +28,10 @@ from typing import Any
 from distcheck.engines import get_engine
 from distcheck.runner.batches import RecordBatch
 from distcheck.runner.preflight import check_writable
+from distcheck.runner.protocols import Listener
 from distcheck.runner.records import CaseRecord
-from distcheck.runner.runner import Listener, RunOptions, RunResult
+from distcheck.runner.result import RunResult
+from distcheck.runner.runner import RunOptions
 from distcheck.suites.base import Selection, UsageError
 
 RECORDS, REPORT = "records.jsonl", "report.json"

@@ -13,8 +13,10 @@ from distcheck.reports import json_report
 from distcheck.runner.batches import CaseList, RecordBatch
 from distcheck.runner.budget import Estimate
 from distcheck.runner.case_runner import Outcome, to_record
+from distcheck.runner.collector import Collector
+from distcheck.runner.protocols import Listener
 from distcheck.runner.records import BAD, CaseRecord, RecordList
-from distcheck.runner.runner import Listener, RunResult, _Collector
+from distcheck.runner.result import RunResult
 from distcheck.runner.store import RECORDS, RunWriter
 from distcheck.suites import base
 from distcheck.suites.base import RUN, SKIPPED, CaseId, CaseInfo, GroupInfo
@@ -138,8 +140,8 @@ class _Told(Listener):
         self.told.append(record.id)
 
 
-def _collector(hold: bool = False, listener: Listener | None = None) -> _Collector:
-    collector = _Collector(listener or Listener(), hold=hold)
+def _collector(hold: bool = False, listener: Listener | None = None) -> Collector:
+    collector = Collector(listener or Listener(), hold=hold)
     skipped = CaseInfo(CaseId("fake", "x", "float64", "grad"), SKIPPED, "not today")
     groups = [GroupInfo("fake", "sin", "float64", ("grad",)), skipped, GroupInfo("fake", "cos", "float64", ("grad",))]
     assert list(collector.enumerate(iter(groups))) == [groups[0], groups[2]]

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from distcheck.runner import RunOptions, run_suite
+from distcheck.runner.protocols import Interrupted, Listener
 from distcheck.runner.records import CaseRecord
-from distcheck.runner.runner import Interrupted, Listener
 from distcheck.suites import Selection, UsageError
 from tests.runner.fake_suite import FakeSuite
 

@@ -1,0 +1,157 @@
+"""The run's :class:`~distcheck.runner.protocols.Sink`: it collects a record per case from the
+dispatcher, tells the listener, holds bad records for reruns, and gives the records in
+enumeration order at the end."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+
+from distcheck.kinds import Status
+from distcheck.runner.batches import CaseList, RecordBatch
+from distcheck.runner.protocols import Listener
+from distcheck.runner.records import BAD, CaseRecord, RecordList
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo
+
+
+class Collector:
+    """The run's :class:`Sink`: records from any thread, in enumeration order at the end (groups
+    in the order enumerated, each group's cases in the order listed; a case recorded twice: its
+    last record). Records arrive one by one or in a runner's batches (kept as they came: no
+    object per case, see :mod:`.batches`). ``recorded``: the records of a resumed run (their
+    cases are not dispatched); ``hold``: bad records wait for reruns instead of going to the
+    listener."""
+
+    def __init__(self, listener: Listener, recorded: Iterable[CaseRecord] = (), hold: bool = False):
+        self.listener, self.hold = listener, hold
+        self.recorded = {r.id: r for r in recorded}
+        # the enumeration's places in order: a case's key, or a group's listed keys (None until listed)
+        self.places: list[str | tuple[str, ...] | None] = []
+        self.groups: dict[tuple[str, str], int] = {}  # group key -> its place in the enumeration
+        self.listings: dict[tuple[str, str], CaseList] = {}  # while reruns may need a group's cases
+        self.known = 0  # cases enumerated or listed
+        self.unlisted = 0  # groups enumerated whose listing has not arrived
+        self.enumerating = True
+        self.arrivals: list[CaseRecord | RecordBatch] = []  # in the order they came
+        self.count = 0  # records in them
+        self.held: dict[str, tuple[CaseInfo, CaseRecord]] = {}
+        self.infos: dict[str, CaseInfo] = {}  # runnable cases enumerated here, while reruns may need them
+        self.lock = threading.Lock()
+        self.complete = False  # set by result()
+
+    def enumerate(self, items: Iterator[GroupInfo | CaseInfo]) -> Iterator[GroupInfo | CaseInfo]:
+        """The groups and runnable cases of ``items`` not recorded yet; the other cases are
+        recorded on the way."""
+        for item in items:
+            with self.lock:
+                if isinstance(item, GroupInfo):
+                    self.groups[item.key] = len(self.places)
+                    self.places.append(None)
+                    self.unlisted += 1
+                else:
+                    self.places.append(item.key)
+                    self.known += 1
+                self._tell()
+            if isinstance(item, GroupInfo):
+                yield item
+            elif item.key in self.recorded:
+                self.settle([self.recorded[item.key]])
+            elif item.status == RUN:
+                if self.hold:
+                    self.infos[item.key] = item
+                yield item
+            else:
+                self.emit([CaseRecord(item.id, Status(item.status).verdict, item.reason)])
+        with self.lock:
+            self.enumerating = False
+            self._tell()
+
+    def _tell(self) -> None:
+        self.listener.enumerated(self.known, complete=not self.enumerating and not self.unlisted)
+
+    def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None:
+        cases = CaseList.of(cases)
+        with self.lock:
+            place = self.groups[group.key]
+            before = self.places[place]
+            if before is None:
+                self.unlisted -= 1
+            else:  # a group listed again (after a lost worker)
+                self.known -= len(before)
+            self.places[place] = cases.keys
+            self.known += len(cases.keys)
+            if self.hold:
+                self.listings[group.key] = cases
+            self._tell()
+        decided = [CaseRecord(case.id, Status(case.status).verdict, case.reason) for case in cases.decided]
+        if decided:
+            self.emit(decided)
+
+    def emit(self, records: list[CaseRecord]) -> None:
+        if self.hold:
+            with self.lock:
+                for record in records:
+                    if record.verdict in BAD:
+                        self.held[record.id] = (self._info(record), record)
+            records = [record for record in records if record.verdict not in BAD]
+        self.settle(records)
+
+    def emit_batch(self, batch: RecordBatch) -> None:
+        if self.hold and batch.bad:
+            batch, bad = batch.without(batch.bad)
+            self.emit(bad)
+        if batch:
+            with self.lock:
+                self.arrivals.append(batch)
+                self.count += len(batch)
+                self.listener.recorded_batch(batch)
+
+    def _info(self, record: CaseRecord) -> CaseInfo:
+        """The enumerated or listed case of ``record`` (a case held for reruns)."""
+        info = self.infos.get(record.id)
+        if info is not None:
+            return info
+        cases = self.listings[record.case.op, record.case.dtype]
+        return cases[cases.keys.index(record.id)]
+
+    def settle(self, records: list[CaseRecord]) -> None:
+        if not records:
+            return
+        with self.lock:
+            self.arrivals.extend(records)
+            self.count += len(records)
+            self.listener.recorded_many(records)
+
+    def _keys(self) -> Iterator[str]:
+        """The keys of every case enumerated or listed, in order."""
+        for place in self.places:
+            if type(place) is str:
+                yield place
+            elif place is not None:
+                yield from place
+
+    def result(self) -> RecordList:
+        """The records in enumeration order (and :attr:`complete`: every case has its final
+        record). Made once per case, at the end: a dict of the records by key, then the keys
+        in order (records of no enumerated case, which a suite listing a group differently
+        twice could make, come last)."""
+        with self.lock:
+            latest: dict[str, CaseRecord | tuple[RecordBatch, int]] = {}
+            tally: Counter = Counter()
+            for arrival in self.arrivals:
+                if type(arrival) is RecordBatch:
+                    latest.update(zip(arrival.keys, zip(itertools.repeat(arrival), range(len(arrival)))))
+                    tally.update(arrival.tally)
+                else:
+                    latest[arrival.id] = arrival
+                    tally[arrival.case.check, arrival.verdict] += 1
+            entries = [entry for entry in map(latest.get, self._keys()) if entry is not None]
+            in_order = len(entries)
+            if in_order < len(latest):
+                enumerated = set(self._keys())
+                entries += [entry for key, entry in latest.items() if key not in enumerated]
+            exact = len(latest) == self.count  # no case recorded twice: the batches' tallies add up
+            self.complete = not self.enumerating and not self.unlisted and not self.held and in_order == self.known
+            return RecordList(entries, tally if exact else None)

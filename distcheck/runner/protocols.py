@@ -1,0 +1,114 @@
+"""The protocols between a run's orchestration (:mod:`.runner`) and its parts: a
+:class:`Dispatcher` runs cases somewhere and tells a :class:`Sink` what it learns; a
+:class:`Listener` is told about the run as it goes. Below both the runner and the dispatchers,
+which import it (and not each other).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from distcheck.runner.batches import RecordBatch
+from distcheck.runner.records import CaseRecord
+from distcheck.runner.result import RunResult
+from distcheck.suites.base import CaseInfo, GroupInfo
+
+
+class Listener:
+    """Told about a run as it goes (a progress bar subclasses it); does nothing by default."""
+
+    def started(self, result: RunResult) -> None:
+        """The run starts (``result`` has its suite, mode, executor and workers)."""
+
+    def enumerated(self, cases: int, complete: bool) -> None:
+        """``cases`` enumerated so far; ``complete`` once they all are."""
+
+    def recorded(self, record: CaseRecord) -> None:
+        """A case has its verdict (its final one: a case held for reruns is told once settled)."""
+
+    def recorded_many(self, records: list[CaseRecord]) -> None:
+        """Several cases have their verdicts (a runner's report): :meth:`recorded` for each,
+        unless the listener does better with the whole batch (one write for the run folder)."""
+        for record in records:
+            self.recorded(record)
+
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        """Several cases have their verdicts, as a runner's batch (see :mod:`.batches`):
+        :meth:`recorded_many` of its records, made for it — unless this listener has neither
+        ``recorded`` nor ``recorded_many`` of its own (then there is nothing to tell, and no
+        record is made)."""
+        cls = type(self)
+        if cls.recorded is not Listener.recorded or cls.recorded_many is not Listener.recorded_many:
+            self.recorded_many(batch.records())
+
+    def finished(self, result: RunResult) -> None:
+        """The run is over."""
+
+
+class Listeners(Listener):
+    """Several listeners, told in turn."""
+
+    def __init__(self, *listeners: Listener):
+        self.listeners = listeners
+
+    def started(self, result: RunResult) -> None:
+        for listener in self.listeners:
+            listener.started(result)
+
+    def enumerated(self, cases: int, complete: bool) -> None:
+        for listener in self.listeners:
+            listener.enumerated(cases, complete)
+
+    def recorded(self, record: CaseRecord) -> None:
+        for listener in self.listeners:
+            listener.recorded(record)
+
+    def recorded_many(self, records: list[CaseRecord]) -> None:
+        for listener in self.listeners:
+            listener.recorded_many(records)
+
+    def recorded_batch(self, batch: RecordBatch) -> None:
+        for listener in self.listeners:
+            listener.recorded_batch(batch)
+
+    def finished(self, result: RunResult) -> None:
+        for listener in self.listeners:
+            listener.finished(result)
+
+
+class Interrupted(BaseException):
+    """Raised (by a signal handler) into a case running in the dispatching thread: the run
+    stops, as when its ``stop`` event is set (a BaseException: no case catches it)."""
+
+
+class Sink(Protocol):
+    """Where a dispatcher sends what it learns: the listing of a group (its cases, runnable or
+    decided while listing) and the records of finished cases (a list per message, or a
+    runner's :class:`~distcheck.runner.batches.RecordBatch`: the driver's work is per batch)."""
+
+    def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None: ...
+
+    def emit(self, records: list[CaseRecord]) -> None: ...
+
+    def emit_batch(self, batch: RecordBatch) -> None: ...
+
+
+class Dispatcher(Protocol):
+    """Runs cases somewhere and emits a record per case (one file per dispatcher). ``items``:
+    groups to list and runnable cases listed already, as :func:`work` yields them."""
+
+    name: str
+    stop: threading.Event  # set: start no further case, cancel what runs
+    first_dispatch: float | None  # perf_counter() when it first handed out work (None: not told)
+    placement: str | None  # on GPUs: how its runners sit on them ("4 runner(s) on 1 GPU(s) (0.25 GPU each)")
+
+    @property
+    def workers(self) -> int: ...
+
+    def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None: ...
+
+    def rerunning(self, attempt: int) -> None:
+        """Reruns of bad cases start (``attempt`` 1, 2, ...): run them in fresh worker processes
+        where there are workers."""

@@ -1,0 +1,57 @@
+"""Reruns (``reruns`` N): the cases held back bad run again in fresh workers, up to N times;
+passing on a rerun makes a case ``flaky``, with every attempt in its record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from distcheck.runner.batches import RecordBatch
+from distcheck.runner.collector import Collector
+from distcheck.runner.protocols import Dispatcher
+from distcheck.runner.records import FLAKY, PASS, CaseRecord
+from distcheck.suites.base import CaseInfo, GroupInfo
+
+
+class _Outcomes:
+    """A sink that keeps the records of a rerun."""
+
+    def __init__(self):
+        self.records: list[CaseRecord] = []
+
+    def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None:
+        raise AssertionError("a rerun dispatches listed cases only")
+
+    def emit(self, records: list[CaseRecord]) -> None:
+        self.records.extend(records)
+
+    def emit_batch(self, batch: RecordBatch) -> None:
+        self.records.extend(batch.records())
+
+
+def _attempt(record: CaseRecord) -> dict[str, object]:
+    return {"verdict": record.verdict, "seconds": round(record.seconds, 6), "message": record.message}
+
+
+def rerun(dispatcher: Dispatcher, collector: Collector, reruns: int) -> None:
+    """Run the held (bad) cases again, up to ``reruns`` times each, in fresh workers: a case
+    that passes once is ``flaky``; one that never does keeps its first verdict. Every attempt
+    goes into the record."""
+    attempts = {key: [_attempt(record)] for key, (_, record) in collector.held.items()}
+    for k in range(1, reruns + 1):
+        if not collector.held or dispatcher.stop.is_set():
+            break
+        dispatcher.rerunning(k)
+        outcomes = _Outcomes()
+        dispatcher.run(iter([info for info, _ in collector.held.values()]), outcomes)
+        for record in outcomes.records:
+            attempts[record.id].append(_attempt(record))
+            if record.verdict == PASS:
+                _, first = collector.held.pop(record.id)
+                message = f"passed on rerun {k} of {reruns}; the first run said {first.verdict}: {first.message}"
+                collector.settle([replace(first, verdict=FLAKY, message=message, attempts=tuple(attempts[record.id]))])
+    if dispatcher.stop.is_set():
+        return  # held cases have no final verdict: a resume runs them again
+    for key, (_, first) in list(collector.held.items()):
+        del collector.held[key]
+        collector.settle([replace(first, attempts=tuple(attempts[key]))])
