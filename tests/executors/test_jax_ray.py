@@ -2,8 +2,8 @@
 
 The checked functions are module-level (Ray pickles them by reference; ``jax.custom_vjp`` objects
 do not pickle, so the catalogue's are called from module-level functions). Importing this module
-turns JAX's 64-bit mode on, in the test process and in every worker that unpickles one of its
-functions before the inputs (see distcheck/engines/jax_engine.py on x64 and workers).
+turns JAX's 64-bit mode on in the test process; the workers get it with each check (the JAX
+engine's state: test_jax_x64_ray.py checks it in workers of a Ray of their own).
 """
 
 from __future__ import annotations
