@@ -2,7 +2,10 @@
 element (or the whole input, along a direction) moved in place, and restored.
 
 Two ways to move an input. The general one works on any tensor: copy ``original + step`` into
-the moved part with torch, call, copy ``original`` back. The CPU fast paths (the last section
+the moved part with torch, call, copy ``original`` back. For an input on a device (a GPU) the
+outputs stay there, as tensors (no copy to the host per evaluation): the central differences
+are taken on the device and a block of columns is copied to the host once (see
+``finite_differences.jacobian_columns``'s ``stack``). The CPU fast paths (the last section
 of this file, and the only place that decides when they apply) move a CPU tensor's elements
 through a numpy view of its memory instead: the same IEEE arithmetic, a fraction of the cost.
 """
@@ -54,20 +57,38 @@ def direction_evaluator(
             step = step[rows]
         if view is not None and step.dtype == view.dtype:
             return _numpy_moved(func, inputs, wanted, view, step)
-        return outputs_moved(func, inputs, outputs, data, torch.from_numpy(step).reshape(data.shape))
+        # a CPU draw (torch's fast mode draws its vectors on the CPU), moved to the input's device
+        moved = torch.from_numpy(step).reshape(data.shape).to(data.device)
+        return outputs_moved(func, inputs, outputs, data, moved)
 
     return evaluate
 
 
 def outputs_moved(func: Callable, inputs: tuple, outputs: Sequence[bool], entry: torch.Tensor, step) -> Outputs:
-    """The wanted outputs (numpy copies) with ``entry`` (part of an input, in place) moved by
-    ``step``; ``entry`` restored afterwards."""
+    """The wanted outputs with ``entry`` (part of an input, in place) moved by ``step``; ``entry``
+    restored afterwards. Numpy copies, or for an input on a device, copies on that device."""
     original = entry.clone()
     entry.copy_(original + step)
     try:  # copy the outputs before restoring: an output may be a view of the input
-        return wanted_numpy(call(func, inputs), outputs)
+        produced = call(func, inputs)
+        if on_device(entry):
+            return wanted_on_device(produced, outputs)
+        return wanted_numpy(produced, outputs)
     finally:
         entry.copy_(original)
+
+
+def on_device(t: torch.Tensor) -> bool:
+    """Whether finite differences of ``t`` stay on its device (not the CPU)."""
+    return t.device.type != "cpu"
+
+
+def wanted_on_device(outputs: tuple, wanted: Sequence[bool]) -> list[torch.Tensor | None]:
+    """Copies of the wanted tensor outputs where they are (dense, lazy conjugation resolved)."""
+    return [
+        o.detach().resolve_conj().resolve_neg().clone() if want and isinstance(o, torch.Tensor) else None
+        for o, want in zip(outputs, wanted)
+    ]
 
 
 # -- CPU fast paths: moving elements through a numpy view of the tensor's memory ------------------

@@ -1,13 +1,16 @@
 """Finite-difference Jacobian columns, as pure functions over numpy arrays.
 
-An engine supplies ``evaluate(flat_index, delta)``: the function's outputs (numpy copies)
-with element ``flat_index`` of one input replaced by ``x[flat_index] + delta``, the input
-restored afterwards. Everything else here is arithmetic.
+An engine supplies ``evaluate(flat_index, delta)``: the function's outputs (numpy copies, or
+an engine's arrays on a device, e.g. torch tensors on a GPU) with element ``flat_index`` of one
+input replaced by ``x[flat_index] + delta``, the input restored afterwards. Everything else
+here is arithmetic, which both kinds of array do alike; device columns are stacked into a
+block (and copied to the host) once per block.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -21,7 +24,8 @@ class PerturbationChangedOutput(AssertionError):
 
 
 def central_difference(minus: np.ndarray, plus: np.ndarray, eps: float) -> np.ndarray:
-    """``(f(x + eps·d) - f(x - eps·d)) / (2·eps)``, flattened, in the outputs' dtype."""
+    """``(f(x + eps·d) - f(x - eps·d)) / (2·eps)``, flattened, in the outputs' dtype (numpy
+    arrays, or an engine's arrays on their device)."""
     return ((plus - minus) / (2 * eps)).reshape(-1)
 
 
@@ -101,19 +105,34 @@ def jacobian_columns(
     output_sizes: Sequence[int | None],
     dtypes: Sequence[np.dtype | None],
     describe_index: Callable[[int], str] = lambda k: "",
+    stack: Callable[[list], np.ndarray] | None = None,
 ) -> list[np.ndarray | None]:
     """Columns ``flat_indices`` of the numerical Jacobian, one block per output.
 
     Block ``o`` has shape ``(len(flat_indices), output_sizes[o])``: row r is the derivative of
     output o with respect to input element ``flat_indices[r]`` (the layout of
     ``torch.autograd.gradcheck``'s Jacobians: input elements down, output elements across).
+    Columns that ``evaluate`` returns as device arrays (not numpy) stay on the device until
+    ``stack`` (the engine's: a list of flat columns -> a numpy block) makes each block.
     """
+    first = None  # column 0, evaluated first to see what kind of arrays the columns are
+    if stack is not None and len(flat_indices):
+        first = jacobian_column(
+            evaluate, flat_indices[0], eps, input_is_complex, _where(describe_index, flat_indices[0])
+        )
+        if any(c is not None and not isinstance(c, np.ndarray) for c in first):
+            return _stacked(
+                evaluate, flat_indices, eps, input_is_complex, output_sizes, dtypes, describe_index, stack, first
+            )
     blocks = [
         None if size is None else np.zeros((len(flat_indices), size), dtype=dtype)
         for size, dtype in zip(output_sizes, dtypes)
     ]
     for row, k in enumerate(flat_indices):
-        column = jacobian_column(evaluate, k, eps, input_is_complex, functools.partial(describe_index, k))
+        if row == 0 and first is not None:
+            column = first
+        else:
+            column = jacobian_column(evaluate, k, eps, input_is_complex, _where(describe_index, k))
         for block, values, size in zip(blocks, column, output_sizes):
             if block is None:
                 continue
@@ -124,3 +143,31 @@ def jacobian_columns(
                 )
             block[row] = values
     return blocks
+
+
+def _where(describe_index: Callable[[int], str], k: int) -> Where:
+    return functools.partial(describe_index, k)
+
+
+def _stacked(evaluate, flat_indices, eps, input_is_complex, output_sizes, dtypes, describe_index, stack, first):
+    """:func:`jacobian_columns` of device columns: kept where they are, stacked per block."""
+    columns: list[list] = [[] for _ in output_sizes]
+    for row, k in enumerate(flat_indices):
+        column = (
+            first
+            if row == 0
+            else jacobian_column(evaluate, k, eps, input_is_complex, functools.partial(describe_index, k))
+        )
+        for kept, values, size in zip(columns, column, output_sizes):
+            if size is None:
+                continue
+            if math.prod(values.shape) != size:
+                raise PerturbationChangedOutput(
+                    f"Expected `func` to return outputs with {size} elements when inputs are "
+                    f"perturbed {describe_index(k)}by {eps}, but got {math.prod(values.shape)}."
+                )
+            kept.append(values)
+    return [
+        None if size is None else np.asarray(stack(kept), dtype=dtype).reshape(len(flat_indices), size)
+        for kept, size, dtype in zip(columns, output_sizes, dtypes)
+    ]

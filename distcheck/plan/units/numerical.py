@@ -63,6 +63,7 @@ class NumericalColumns:
             [None if s is None else s.numel for s in self.outputs],
             [None if s is None else np.dtype(s.dtype) for s in self.outputs],
             where,
+            engine.stack,
         )
         return blocks if rows is None else SparseColumns(blocks, rows[self.start : self.stop])
 
@@ -87,4 +88,6 @@ class NumericalProjection:
         evaluate = engine.direction_evaluator(variant.func, variant.inputs, self.position, list(self.outputs))
         real = subject.data[self.vectors[0]] * self.eps
         imag = subject.data[self.vectors[1]] * self.eps * 1j if len(self.vectors) > 1 else None
-        return wirtinger_derivative(evaluate, real, imag, self.eps)
+        derivative = wirtinger_derivative(evaluate, real, imag, self.eps)
+        # an input on a device: the projection was taken there; one copy to the host per output
+        return [d if d is None or isinstance(d, np.ndarray) else engine.to_numpy(d) for d in derivative]
