@@ -148,3 +148,21 @@ def test_runners_hold_gpu_shares_on_logical_gpus():
     oom = [r for r in records if "::oom::" in r["id"]]
     assert oom and all(r["verdict"] == "error" and "CUDA out of memory (allocated" in r["message"] for r in oom)
     assert all(r["verdict"] == "pass" for r in records if "::sin::" in r["id"])
+
+
+def test_a_serial_run_never_imports_ray(tmp_path):
+    """The GPU machines of gpu_check.sh have no Ray: a serial run must not need it."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoRay:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'ray' or name.startswith('ray.'):\n"
+        "            raise ImportError('no ray here')\n"
+        "sys.meta_path.insert(0, _NoRay())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    argv = ["-m", "distcheck", "run", "--serial", "--ops", "sin", "--checks", "grad", "--dtypes", "float64"]
+    done = subprocess.run(
+        [sys.executable, *argv, "--out", str(tmp_path / "run")], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

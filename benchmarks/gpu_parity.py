@@ -1,0 +1,110 @@
+"""The torch side of ``benchmarks/gpu_check.sh``: torch's own gradcheck over the cases of a
+``distcheck run --device cuda`` (same suite, same samples, same seeds), verdict by verdict;
+and one large slow-mode check timed by torch and by distcheck on the GPU.
+
+    python3 benchmarks/gpu_parity.py parity REPORT.json   # torch's verdicts vs the report's
+    python3 benchmarks/gpu_parity.py large                # conv2d + tanh, ~4,000 inputs, slow mode
+
+Runs from the repository's source without Ray (``PYTHONPATH=.``), with ``PYTHONHASHSEED=0``
+(op_db's samples depend on it; ``gpu_check.sh`` sets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+import warnings
+
+
+def parity(report_path: str) -> int:
+    """Each runnable case of the report, judged again by torch's gradcheck loop on its device."""
+    import torch
+
+    from distcheck.runner.judge import judge, torch_checker
+    from distcheck.suites import CaseId, get_suite
+
+    with open(report_path) as f:
+        report = json.load(f)
+    summary = report["summary"]
+    suite = get_suite(summary["suite"], summary["mode"], summary.get("device", "cpu"))
+    suite.prepare()
+    checker = torch_checker()
+    same = differ = 0
+    start = time.perf_counter()
+    for record in report["cases"]:
+        case = CaseId.parse(record["id"])
+        if case.sample is None:  # skipped or xfail as a whole: decided from metadata, nothing to run
+            continue
+        built = suite.build(case)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.set_num_threads(1)
+            theirs, message = judge(built, checker)
+        if theirs == record["verdict"]:
+            same += 1
+        else:
+            differ += 1
+            print(f"DIFFERENT {case}: distcheck {record['verdict']}, torch {theirs}: {message[:200]}")
+    seconds = time.perf_counter() - start
+    print(f"parity: {same} case(s) with torch's verdict, {differ} different ({seconds:.1f} s for torch's loop)")
+    return 0 if differ == 0 and same > 0 else 1
+
+
+def large(channels: int = 8, size: int = 20) -> int:
+    """conv2d + tanh on a (1, C, S, S) input and a (C, C, 3, 3) weight (C=8, S=20: 3,200 + 576 =
+    3,776 input elements, 3,200 outputs); slow mode (full Jacobians), by torch and by
+    distcheck (serial executor), on the GPU."""
+    import torch
+
+    import distcheck
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script without a GPU
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(1, channels, size, size, dtype=torch.float64, generator=g).to(device).requires_grad_()
+    w = torch.rand(channels, channels, 3, 3, dtype=torch.float64, generator=g).to(device).requires_grad_()
+
+    def func(x, w):
+        return torch.tanh(torch.nn.functional.conv2d(x, w, padding=1))
+
+    inputs = (x, w)
+    elements = sum(t.numel() for t in inputs)
+    print(f"large: conv2d + tanh, {elements:,} input elements, {func(x, w).numel():,} outputs, slow mode, {device}")
+    ours = functools.partial(distcheck.gradcheck, executor="serial")
+    small = (torch.rand(3, dtype=torch.float64, device=device).requires_grad_(),)
+    torch.autograd.gradcheck(torch.sin, small)  # first calls import and initialize: not timed
+    ours(torch.sin, small)
+    for name, check in (("torch", torch.autograd.gradcheck), ("distcheck", ours)):
+        _synchronize(torch, device)
+        start = time.perf_counter()
+        try:
+            verdict = check(func, inputs, fast_mode=False)
+        except Exception as e:  # a wrong verdict is a finding, not a crash of the script
+            verdict = f"{type(e).__name__}: {str(e)[:120]}"
+        _synchronize(torch, device)
+        print(f"large: {name:<9} {time.perf_counter() - start:8.2f} s  verdict {verdict}")
+    return 0
+
+
+def _synchronize(torch, device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("parity").add_argument("report")
+    big = commands.add_parser("large")
+    big.add_argument("--channels", type=int, default=8)
+    big.add_argument("--size", type=int, default=20)
+    args = parser.parse_args(argv)
+    if args.command == "parity":
+        return parity(args.report)
+    return large(args.channels, args.size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
