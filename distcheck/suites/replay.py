@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from distcheck.devices import DEVICE_TYPES
 from distcheck.engines.numpy_engine import numpy_function
 from distcheck.suites import BuiltCase, CaseId, CaseInfo, CheckCall, GroupInfo, Selection, UsageError, enumerate_cases
 from distcheck.suites.base import CHECK_KINDS, ERROR, RUN, SEPARATOR, SKIPPED, XFAIL, read_json
@@ -153,9 +154,10 @@ def _outline(records: list[dict]) -> dict[tuple[str, str], list[Brief]]:
     for record in records:
         text, verdict = record["id"], record["verdict"]
         parts = text.split(SEPARATOR)
-        if len(parts) not in (4, 5) or parts[-1] not in CHECK_KINDS or not isinstance(verdict, str):
+        on_device = len(parts) > 4 and parts[2] in DEVICE_TYPES  # suite::op::cuda::dtype...
+        if len(parts) - on_device not in (4, 5) or parts[-1] not in CHECK_KINDS or not isinstance(verdict, str):
             raise ValueError(f"bad case id {text!r} or verdict {verdict!r}")
-        groups.setdefault((parts[1], parts[2]), []).append(
+        groups.setdefault((parts[1], parts[3] if on_device else parts[2]), []).append(
             Brief(text, parts[-1], int(record.get("tasks", 0)) > 0, record)
         )
     return groups

@@ -204,3 +204,14 @@ def test_pooled_sleeps_keep_the_total_and_carry_what_a_sleep_overshoots():
     assert all(s >= 0.005 - 0.0004 for s in slept) and len(slept) < 25  # woken ~every 5 ms, not 100 times
     assert now[0] + pooled.owed == pytest.approx(0.1)  # the worker's time is the recorded total
     assert abs(pooled.owed) < 0.005
+
+
+def test_a_recording_of_a_gpu_run_groups_its_cases_by_op_and_dtype():
+    from distcheck.suites.replay import _outline
+
+    records = [
+        {"id": "torch-opinfo::sinh::cuda::float64::sample0::grad", "verdict": "pass"},
+        {"id": "torch-opinfo::sinh::cuda::complex128::sample0::grad", "verdict": "pass"},
+        {"id": "torch-opinfo::cholesky::cuda::float64::grad", "verdict": "skipped"},
+    ]
+    assert sorted(_outline(records)) == [("cholesky", "float64"), ("sinh", "complex128"), ("sinh", "float64")]
