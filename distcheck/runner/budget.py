@@ -161,8 +161,9 @@ def has_slow_calls(case: BuiltCase) -> bool:
 class Budget:
     """``max_bytes``: a case whose Jacobians need more is skipped. A case estimated at more
     than ``split_seconds`` of work is split into Jacobian chunks (None: never split), unless its
-    Jacobians exceed ``split_max_bytes``: then its cost is mostly work on whole Jacobians
-    (assembling, comparing), which stays in one process, and it runs whole. ``device_memory``:
+    Jacobians exceed ``split_max_bytes`` — outside Ray: on a Ray cluster a long case splits
+    whatever its Jacobians' size up to ``cluster_bytes`` (the nodes' memory), its Jacobians
+    compared block by block on the workers, and above it is skipped. ``device_memory``:
     ``max_bytes`` is the default, and a case on a GPU gets a quarter of that GPU's memory
     instead (read where it runs, see :meth:`on_device`)."""
 
@@ -170,6 +171,8 @@ class Budget:
     split_seconds: float | None = None
     split_max_bytes: float = float("inf")
     device_memory: bool = False
+    cluster_bytes: float | None = None  # None: read from Ray where the case is decided
+    block_bytes: float | None = None  # a split case's block budget (None: the Ray executor's default)
 
     def on_device(self, device: str) -> Budget:
         """The budget of a case on ``device``: the device's default if it has one."""
@@ -181,12 +184,33 @@ class Budget:
         return self if max_mb is None else replace(self, max_bytes=max_mb * 2**20, device_memory=False)
 
     def decide(self, estimate: Estimate) -> tuple[Decision, str]:
-        """``(decision, reason)``."""
+        """``(decision, reason)``. On a Ray cluster a long case splits whatever its Jacobians'
+        size (they are compared block by block on the workers), up to the cluster's memory."""
+        long = self.split_seconds is not None and estimate.seconds > self.split_seconds
+        cluster = (self.cluster_bytes or cluster_memory()) if long else None
+        if cluster is not None:
+            if estimate.bytes > cluster:
+                return SKIP, (
+                    f"over the cluster's memory: {estimate.describe()} > {human_bytes(cluster)} "
+                    "(the memory of the Ray nodes, all together)"
+                )
+            return SPLIT, f"estimated {estimate.seconds:.3g} s > {self.split_seconds:g} s"
         if estimate.bytes > self.max_bytes:
             return SKIP, (
                 f"over the memory budget: {estimate.describe()} > --max-jacobian-mb {self.max_bytes / 2**20:,.0f}"
             )
-        if self.split_seconds is not None and estimate.seconds > self.split_seconds:
-            if estimate.bytes <= self.split_max_bytes:
-                return SPLIT, f"estimated {estimate.seconds:.3g} s > {self.split_seconds:g} s"
+        if long and estimate.bytes <= self.split_max_bytes:
+            return SPLIT, f"estimated {estimate.seconds:.3g} s > {self.split_seconds:g} s"
         return RUN, ""
+
+
+def cluster_memory() -> float | None:
+    """The memory of the Ray this process is connected to, summed over its nodes (the tasks'
+    and the object store's), in bytes; None outside Ray."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    resources = ray.cluster_resources()
+    total = resources.get("memory", 0.0) + resources.get("object_store_memory", 0.0)
+    return total or None

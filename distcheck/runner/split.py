@@ -13,7 +13,9 @@ and Ray stops them too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import ray
 
@@ -56,6 +58,7 @@ def run_split(suite: Suite, case: CaseId, fingerprint: str | None, budget: Budge
     a GPU (a suite on GPUs; the coordinator itself holds none)."""
     suite.prepare()
     yield None
-    executor = CountingExecutor(RayExecutor(gpus=gpus))
+    budget = replace(budget, max_bytes=math.inf)  # the case was split: the cluster's memory bounds it
+    executor = CountingExecutor(RayExecutor(gpus=gpus, block_bytes=budget.block_bytes))
     outcome = run_case(suite, case, fingerprint, budget, distcheck_checker(executor))
     yield outcome, executor.tasks

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import distcheck.runner.budget as budget_module
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate
 from distcheck.suites import BuiltCase, CaseId, CheckCall, get_suite
 
@@ -33,13 +34,15 @@ def test_fast_mode_holds_no_jacobian():
     assert e.bytes == 0
 
 
-def test_decisions():
+def test_decisions(monkeypatch):
+    monkeypatch.setattr(budget_module, "cluster_memory", lambda: None)  # outside Ray
     small = Estimate(10, 10, 8, 0.01)
     assert Budget(1e6).decide(small)[0] == "run"
     assert Budget(100).decide(small)[0] == SKIP
     assert Budget(1e6, split_seconds=0.001).decide(small)[0] == SPLIT
     assert Budget(1e6, split_seconds=1.0).decide(small)[0] == "run"
     assert Budget(1e6, split_seconds=0.001, split_max_bytes=100).decide(small)[0] == "run"  # large Jacobians
+    assert Budget(1e6, split_seconds=0.001, split_max_bytes=100, cluster_bytes=1e6).decide(small)[0] == SPLIT
 
 
 def test_grid_sampler_3d_is_over_any_budget():
@@ -80,3 +83,17 @@ def test_the_estimate_leaves_no_call_for_the_check_to_reuse():
     before = len(calls)
     reference_call(get_engine("torch"), func, (x,))
     assert len(calls) == before + 1
+
+
+def test_on_a_cluster_a_long_case_splits_whatever_its_size_up_to_the_cluster_memory():
+    e = Estimate(columns=10_000, rows=10_000, itemsize=8, seconds=100.0)  # 1.6 GB
+    assert Budget(2**20, split_seconds=1.0, split_max_bytes=2**20, cluster_bytes=1e10).decide(e)[0] == SPLIT
+    decision, reason = Budget(2**20, split_seconds=1.0, cluster_bytes=1e9).decide(e)
+    assert decision == SKIP and "over the cluster's memory" in reason and "10,000 × 10,000" in reason
+    assert Budget(2**20, split_seconds=1000.0, cluster_bytes=1e10).decide(e)[0] == SKIP  # short: runs whole
+
+
+def test_the_23_tb_sample_gets_the_cluster_verdict_with_its_estimate():
+    e = Estimate(columns=1_200_000, rows=1_200_000, itemsize=8, seconds=1e6)
+    decision, reason = Budget(2**30, split_seconds=4.0, cluster_bytes=24e9).decide(e)
+    assert decision == SKIP and "23 TB" in reason
