@@ -80,6 +80,10 @@ class CheckKind(StrEnum):
     GRADGRAD = "gradgrad"
     FWGRAD = "fwgrad"
     FWGRAD_BWGRAD = "fwgrad_bwgrad"
+    INPLACE_GRAD = "inplace_grad"
+    INPLACE_GRADGRAD = "inplace_gradgrad"
+    INPLACE_FWGRAD = "inplace_fwgrad"
+    FAIL_GRADGRAD = "fail_gradgrad"
 
 
 class Status(StrEnum):
@@ -106,6 +110,7 @@ class Verdict(StrEnum):
     ERROR = "error"
     SKIPPED = "skipped"
     XFAIL = "xfail"
+    XPASS = "xpass"  # a case of a test expected to fail that passed
     TIMEOUT = "timeout"
     FLAKY = "flaky"
 

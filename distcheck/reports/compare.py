@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import BAD, FLAKY, CaseRecord
+from distcheck.runner.records import BAD, FLAKY, XPASS, CaseRecord
 
 FAILING = (*BAD, FLAKY)
 SLOWER_FACTOR, SLOWER_SECONDS = 2.0, 1.0
@@ -24,6 +24,7 @@ SHOWN = 200  # cases per group in text and markdown (all of them in JSON)
 GROUPS = (
     ("new_failures", "New failures"),
     ("newly_flaky", "Newly flaky"),
+    ("newly_xpass", "Newly passing, expected to fail (xpass)"),
     ("still_failing", "Still failing"),
     ("fixed", "Fixed"),
     ("slower", f"Much slower (> {SLOWER_FACTOR:g}× and > {SLOWER_SECONDS:g} s)"),
@@ -93,6 +94,8 @@ def _group(old: CaseRecord | None, new: CaseRecord | None) -> list[str]:
         groups.append("fixed")
     if new.verdict == FLAKY and old.verdict != FLAKY:
         groups.append("newly_flaky")
+    if new.verdict == XPASS and old.verdict != XPASS:
+        groups.append("newly_xpass")
     if old.tasks and new.tasks and new.seconds > SLOWER_FACTOR * old.seconds and new.seconds > SLOWER_SECONDS:
         groups.append("slower")
     return groups

@@ -193,6 +193,12 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
         lines += ["", f"INCOMPLETE: {why} with {len(result.records)} cases recorded"]
         if folder is not None:
             lines.append(f"resume it: {resume_command(folder)}")
-    failed = tally.failed or (strict_flaky and bool(flaky))
+    unexpected = result.unexpected_passes
+    if unexpected:
+        lines += ["", f"Unexpected successes ({len(unexpected)} tests expected to fail whose cases all passed):"]
+        lines += [f"  XPASS {test}" for test in unexpected[:SHOWN_FAILURES]]
+        if len(unexpected) > SHOWN_FAILURES:
+            lines.append(f"  ... and {len(unexpected) - SHOWN_FAILURES} more (all of them are in the --json report)")
+    failed = tally.failed or bool(unexpected) or (strict_flaky and bool(flaky))
     lines += ["", "FAILED" if failed else "OK" if result.complete else "INCOMPLETE"]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ xunit plugin uses (``junit-10.xsd``).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import re
 import socket
@@ -22,9 +23,10 @@ from xml.sax.saxutils import escape, quoteattr
 from distcheck.reports import repro
 from distcheck.reports.compare import FLAKY
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, CaseRecord
+from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, XPASS, CaseRecord, RecordList
 from distcheck.suites.base import CHECK_KINDS
 
+UNEXPECTED = "xpass-test"  # an xpass case whose test's cases all passed (see RecordList.unexpected_passes)
 MESSAGE_ATTRIBUTE = 200  # characters of the first message line in the message="" attribute
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _RAISED = re.compile(r"raised ([A-Za-z_][\w.]*)(?::|$)")
@@ -77,6 +79,11 @@ def _outcome(record: CaseRecord, reproduce: str | None) -> str:
     if record.verdict == PASS:
         return ""
     first = first_line(record.message)
+    if record.verdict == XPASS:  # of a test with a failing sample: as pytest's xfailed test, skipped
+        return element("skipped", "pytest.xpass", first, record.message)
+    if record.verdict == UNEXPECTED:  # of a test all of whose samples passed: the test fails
+        body = record.message + (f"\n\nreproduce: {reproduce}" if reproduce else "")
+        return element("failure", "UnexpectedSuccess", first, body)
     if record.verdict in (SKIPPED, XFAIL):
         return element("skipped", outcome_type(record), first, record.message)
     body = record.message + (f"\n\nreproduce: {reproduce}" if reproduce else "")
@@ -86,9 +93,9 @@ def _outcome(record: CaseRecord, reproduce: str | None) -> str:
 def _counts(records: list[CaseRecord]) -> dict[str, int]:
     verdicts = [r.verdict for r in records]
     return {
-        "errors": sum(v not in (PASS, FAIL, FLAKY, SKIPPED, XFAIL) for v in verdicts),
-        "failures": sum(v in (FAIL, FLAKY) for v in verdicts),
-        "skipped": sum(v in (SKIPPED, XFAIL) for v in verdicts),
+        "errors": sum(v not in (PASS, FAIL, FLAKY, SKIPPED, XFAIL, XPASS, UNEXPECTED) for v in verdicts),
+        "failures": sum(v in (FAIL, FLAKY, UNEXPECTED) for v in verdicts),
+        "skipped": sum(v in (SKIPPED, XFAIL, XPASS) for v in verdicts),
         "tests": len(verdicts),
     }
 
@@ -117,7 +124,11 @@ def write(
     """The JUnit XML of ``records`` on ``stream``; ``reproduce(record)``: the reproducer
     command of a failing case."""
     by_check: dict[str, list[CaseRecord]] = {}
+    records = list(records)
+    unexpected = set(RecordList.of(records).unexpected_passes())
     for record in records:
+        if record.verdict == XPASS and _test_of(record) in unexpected:  # written as a failure
+            record = dataclasses.replace(record, verdict=UNEXPECTED)
         by_check.setdefault(record.case.check, []).append(record)
     stamp = (timestamp or datetime.now(UTC)).isoformat(timespec="seconds")
     stream.write(HEAD)
@@ -125,7 +136,7 @@ def write(
         cases = by_check[check]
         stream.write(suite_start(check, _counts(cases), sum(r.seconds for r in cases), stamp, properties))
         for r in cases:
-            bad = r.verdict not in (PASS, SKIPPED, XFAIL)
+            bad = r.verdict not in (PASS, SKIPPED, XFAIL, XPASS)
             inner = _outcome(r, reproduce(r) if bad else None)
             stream.write(
                 f"<testcase classname={attr(f'{r.case.suite}.{r.case.op}')} name={attr(case_name(r))} "
@@ -133,6 +144,10 @@ def write(
             )
         stream.write("</testsuite>\n")
     stream.write("</testsuites>\n")
+
+
+def _test_of(record: CaseRecord) -> str:
+    return dataclasses.replace(record.case, sample=None).text
 
 
 def _version(package: str) -> str:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from distcheck.reports import junit
-from distcheck.runner.records import FAIL, PASS, SKIPPED, XFAIL, CaseRecord
+from distcheck.runner.records import FAIL, PASS, SKIPPED, XFAIL, XPASS, CaseRecord
 from distcheck.suites.torch_opinfo.pytorch_names import PyTorchTest, pytorch_test_of
 
 FINE = (PASS, SKIPPED, XFAIL)  # verdicts under which a PyTorch test does not fail
@@ -26,14 +26,18 @@ SHOWN_LINES = 20  # of each bad sample's message in a <failure>
 
 
 def aggregate(verdicts: Iterable[str]) -> str:
-    """The outcome of a PyTorch test from its cases' verdicts: ``fail`` if a case fails, errs,
-    times out or passes unexpectedly (anything but pass, skipped, xfail), else ``xfail`` if one is
-    expected to fail, ``skipped`` if all are skipped, else ``pass``."""
+    """The outcome of a PyTorch test from its cases' verdicts: ``fail`` if a case fails, errs
+    or times out (anything but pass, skipped, xfail, xpass), else ``xfail`` if one is expected
+    to fail (PyTorch's test stops there: its other samples' unexpected passes do not count),
+    else ``fail`` if one passed unexpectedly (every sample of a test expected to fail passed),
+    ``skipped`` if all are skipped, else ``pass``."""
     seen = set(verdicts)
-    if seen - set(FINE):
+    if seen - {*FINE, XPASS}:
         return FAIL
     if XFAIL in seen:
         return XFAIL
+    if XPASS in seen:
+        return FAIL
     return SKIPPED if seen == {SKIPPED} else PASS
 
 

@@ -5,6 +5,12 @@
   expected error was not raised.
 - ``error``: anything else raised (the op or its backward crashed, a bad sample, the GPU ran
   out of memory: then with the device's figures, its cache freed, see :mod:`.gpus`).
+- a case expected to fail (``expected_failure``): ``xfail`` where it would fail or err;
+  where it would pass, ``xpass`` — or ``xfail`` if the case's reference checks (the engine's
+  own gradcheck) fail or raise on it, with their message: the engine's own test fails there.
+
+A ``call`` (not a check) calls the case's function on its inputs: a case that expects an error
+of a plain call (an op's in-place variant that claims no autograd) is made of one.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.gpus import is_out_of_memory, out_of_memory
-from distcheck.runner.records import ERROR, FAIL, PASS
+from distcheck.runner.records import ERROR, FAIL, PASS, XFAIL, XPASS
 from distcheck.suites.base import BuiltCase, CheckCall
 
 
@@ -74,6 +80,29 @@ def judge(case: BuiltCase, checker: Checker) -> tuple[str, str]:
 
 def judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks | None]:
     """:func:`judge`, and the Jacobian blocks of a failed comparison when the failure has them."""
+    verdict, message, blocks = _judged(case, checker)
+    if case.expected_failure is None:
+        return verdict, message, blocks
+    expected = f"expected to fail ({case.expected_failure})"
+    if verdict != PASS:
+        return XFAIL, f"{expected}; {verdict}: {message}", blocks
+    if case.reference is not None:
+        reference = case.reference()
+        if reference != checker:
+            verdict, message, _ = _judged(case, reference)
+            if verdict != PASS:
+                return (
+                    XFAIL,
+                    (
+                        f"{expected}; distcheck's checks pass, but the engine's own raise on this sample, "
+                        f"so its test fails as expected ({verdict}): {message}"
+                    ),
+                    None,
+                )
+    return XPASS, f"unexpected success: {expected}, the checks pass", None
+
+
+def _judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks | None]:
     expected = case.expected_error
     where = ""
     try:
@@ -82,6 +111,9 @@ def judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks |
             for index, call in enumerate(case.calls):
                 where = _describe(call, index, len(case.calls))
                 case.before_call()
+                if call.function == "call":
+                    case.func(*case.inputs, **call.kwargs)
+                    continue
                 check = checker.gradcheck if call.function == "gradcheck" else checker.gradgradcheck
                 if not check(case.func, case.inputs, **call.kwargs):
                     return FAIL, f"{where} returned False", None
@@ -94,5 +126,5 @@ def judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks |
             return FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e), getattr(e, "blocks", None)
         return ERROR, f"{where} raised {raised(e)}", None
     if expected is not None:
-        return FAIL, f"expected {expected}, but the checks passed", None
+        return FAIL, f"expected {expected}, but {'it' if where == 'call' else 'the checks'} passed", None
     return PASS, "", None

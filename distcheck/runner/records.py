@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 from collections import Counter
@@ -13,16 +14,19 @@ from typing import Any
 from distcheck.kinds import BAD_VERDICTS, Verdict
 from distcheck.suites.base import CaseId, check_of
 
-PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT, FLAKY = (
+PASS, FAIL, ERROR, SKIPPED, XFAIL, XPASS, TIMEOUT, FLAKY = (
     Verdict.PASS,
     Verdict.FAIL,
     Verdict.ERROR,
     Verdict.SKIPPED,
     Verdict.XFAIL,
+    Verdict.XPASS,
     Verdict.TIMEOUT,
     Verdict.FLAKY,
 )
-VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)  # counted in every run (flaky: where there are some)
+# xpass: a case of a test expected to fail that passed: the run fails if none of its test's
+# cases failed (see unexpected_passes), as PyTorch's test fails on an unexpected success
+VERDICTS = (PASS, FAIL, ERROR, SKIPPED, XFAIL, TIMEOUT)  # counted in every run (xpass, flaky: where there are some)
 BAD = BAD_VERDICTS  # verdicts that make a run fail
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps with options makes an encoder per call
 
@@ -184,6 +188,16 @@ class RecordList(Sequence[CaseRecord]):
         seconds = self._column("seconds", lambda record: record.seconds if record.tasks > 0 else None)
         ran = [k for k, s in enumerate(seconds) if s is not None]
         return [self[k] for k in heapq.nlargest(n, ran, key=seconds.__getitem__)]
+
+    def unexpected_passes(self) -> list[str]:
+        """The tests (case ids without their sample part) expected to fail whose cases passed:
+        some ``xpass``, none ``xfail`` (PyTorch's test stops at its first failing sample, an
+        expected failure; it fails as an unexpected success only if every sample passes)."""
+        passed, failed = set(), set()
+        for record in self.having((XPASS, XFAIL)):
+            test = record.case if record.case.sample is None else dataclasses.replace(record.case, sample=None)
+            (passed if record.verdict == XPASS else failed).add(test.text)
+        return sorted(passed - failed)
 
     def having(self, verdicts: Collection[str]) -> list[CaseRecord]:
         """The records whose verdict is one of ``verdicts``, in order."""

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from distcheck.runner.records import BAD, FLAKY, VERDICTS, CaseRecord, RecordList
+from distcheck.runner.records import BAD, FLAKY, VERDICTS, XPASS, CaseRecord, RecordList
 from distcheck.suites import CHECK_KINDS
 
 
@@ -37,7 +37,13 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        return self.tally().failed
+        """A case failed, erred or timed out, or a test expected to fail passed."""
+        return self.tally().failed or bool(self.unexpected_passes)
+
+    @property
+    def unexpected_passes(self) -> list[str]:
+        """See :meth:`RecordList.unexpected_passes`."""
+        return RecordList.of(self.records).unexpected_passes()
 
     @property
     def flaky(self) -> list[CaseRecord]:
@@ -68,8 +74,10 @@ class Tally:
         return any(verdict == FLAKY for _, verdict in self.by_kind)
 
     def counts(self, check: str | None = None) -> dict[str, int]:
-        """Cases per verdict (of one check kind, or all); ``flaky`` only in a run that has some."""
-        counts = dict.fromkeys((*VERDICTS, FLAKY) if self.has_flaky else VERDICTS, 0)
+        """Cases per verdict (of one check kind, or all); ``xpass``, ``flaky`` only in a run that has some."""
+        present = {verdict for _, verdict in self.by_kind}
+        verdicts = [*VERDICTS[:5], *([XPASS] if XPASS in present else []), *VERDICTS[5:]]
+        counts = dict.fromkeys([*verdicts, FLAKY] if self.has_flaky else verdicts, 0)
         for (kind, verdict), n in self.by_kind.items():
             if check is None or kind == check:
                 counts[verdict] += n

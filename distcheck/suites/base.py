@@ -32,6 +32,8 @@ from distcheck.devices import CPU, DEVICE_TYPES, device_type
 from distcheck.kinds import CheckKind, Status
 
 CHECK_KINDS = tuple(CheckKind)  # in the order of reports and listings
+# the gradient tests of an op's function (the other kinds: its in-place variant's, fail_gradgrad)
+GRADCHECK_KINDS = CHECK_KINDS[:4]
 MODES = ("fast", "slow")
 SEPARATOR = "::"
 _SAMPLE = "sample"  # the part before the check kind of a sample's case id: sampleN
@@ -230,6 +232,10 @@ class BuiltCase:
 
     ``before_call`` runs before every call (a suite reseeds its engine's global RNG there, so
     that the random grad-outputs of gradgradcheck and the batched checks are reproducible).
+    ``expected_failure``: the reason the case's test is expected to fail (None: it is not): the
+    case is run, ``xfail`` if it fails or errs, ``xpass`` if it passes — unless
+    ``reference()`` (a :class:`~distcheck.runner.judge.Checker`: the engine's own checks) fails
+    on it: then ``xfail``, with the reference's message, as the engine's own test sees it.
     """
 
     id: CaseId
@@ -239,6 +245,8 @@ class BuiltCase:
     fingerprint: str
     expected_error: ExpectedError | None = None
     before_call: Callable[[], None] = field(default=lambda: None)
+    expected_failure: str | None = None
+    reference: Callable[[], Any] | None = None
 
 
 class Suite(Protocol):

@@ -58,6 +58,7 @@ from distcheck.check import as_tuple
 from distcheck.suites.base import (
     CHECK_KINDS,
     ERROR,
+    GRADCHECK_KINDS,
     MODES,
     RUN,
     SEPARATOR,
@@ -134,14 +135,14 @@ def _validate(op: Op) -> None:
     if not callable(op.function) or not callable(op.samples):
         raise bad("function and samples must be callables")
     for check in op.checks:
-        if check not in CHECK_KINDS:
-            raise bad(f"unknown check kind {check!r} (choose from {', '.join(CHECK_KINDS)})")
+        if check not in GRADCHECK_KINDS:  # an in-place variant or fail_gradgrad is an OpInfo's notion
+            raise bad(f"unknown check kind {check!r} (choose from {', '.join(GRADCHECK_KINDS)})")
     for dtype in op.dtypes:
         torch_dtype(dtype)
     unknown = sorted(set(op.options) - _CALL_OPTIONS)
     if unknown:
         raise bad(f"options {', '.join(unknown)} are not gradcheck / gradgradcheck keywords")
-    keys = {"*", *CHECK_KINDS, *op.dtypes, *(f"{c}:{d}" for c in CHECK_KINDS for d in op.dtypes)}
+    keys = {"*", *GRADCHECK_KINDS, *op.dtypes, *(f"{c}:{d}" for c in GRADCHECK_KINDS for d in op.dtypes)}
     for key in [*op.skip, *op.xfail]:
         if key not in keys:
             raise bad(f"skip / xfail key {key!r}: expected a check kind, one of its dtypes, 'check:dtype' or '*'")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
-from distcheck.suites import CaseId, Selection, UsageError, get_suite
+from distcheck.suites import CaseId, GroupInfo, Selection, UsageError, get_suite
 from distcheck.suites.torch_opinfo.calls import FORWARD_AD_UNSUPPORTED, SampleFunction, check_calls, gradcheck_inputs
 from distcheck.suites.torch_opinfo.database import op_named
 from distcheck.suites.torch_opinfo.fingerprint import fingerprint
@@ -41,6 +41,13 @@ def suite():
         ("as_strided", "grad", F64, "skipped", "Numerous errors"),
         ("linalg.pinv.singular", "grad", F64, "skipped", "PYTORCH_TEST_WITH_SLOW"),
         ("istft", "grad", C128, "xfail", "test_fn_grad"),
+        ("add", "inplace_grad", F64, "run", ""),
+        ("cdist", "inplace_grad", F64, "skipped", "Op has no inplace variant!"),
+        ("acosh", "inplace_gradgrad", F64, "skipped", "does not support inplace autograd"),
+        ("acosh", "inplace_fwgrad", F64, "skipped", "does not support inplace autograd"),
+        ("add", "fail_gradgrad", F64, "skipped", "Operation does support gradgrad"),
+        ("cdist", "fail_gradgrad", F64, "run", ""),
+        ("NumpyCubeCustomOp", "grad", F64, "run", ""),
     ],
 )
 def test_pytorch_status(op, check, dtype, status, reason):
@@ -67,6 +74,61 @@ def test_enumeration(suite):
     assert [(c.key, c.status) for c in cdist_gradgrad] == [("torch-opinfo::cdist::float64::gradgrad", "skipped")]
     picked = list(suite.cases(Selection(checks=("grad",), ops=("add",), dtypes=("float64",), substring="::sample3::")))
     assert [c.key for c in picked] == ["torch-opinfo::add::float64::sample3::grad"]
+
+
+def test_each_test_over_its_op_lists(suite):
+    """hop_db and custom_op_db ops are cases of grad and gradgrad (custom ops also of
+    inplace_grad and fail_gradgrad), never of the forward-mode or in-place gradgrad tests."""
+    decided = {
+        (c.id.op, c.id.check)
+        for c in suite.groups(Selection(ops=("map.simple", "NumpyCubeCustomOp")))
+        if not isinstance(c, GroupInfo)
+    }
+    groups = {
+        g.op: g.checks
+        for g in suite.groups(Selection(ops=("map.simple", "NumpyCubeCustomOp")))
+        if isinstance(g, GroupInfo)
+    }
+    assert groups == {"map.simple": ("grad", "gradgrad"), "NumpyCubeCustomOp": ("grad", "gradgrad")}
+    assert decided == {("NumpyCubeCustomOp", "inplace_grad"), ("NumpyCubeCustomOp", "fail_gradgrad")}
+
+
+def test_inplace_kinds_leave_out_broadcasting_samples(suite):
+    listed = generate(op_named("add"), F64, small=False)
+    broadcasting = {k for k, s in enumerate(listed) if s.broadcasts_input}
+    assert broadcasting
+    cases = list(suite.cases(Selection(checks=("grad", "inplace_grad"), ops=("add",), dtypes=("float64",))))
+    indices = {check: {c.id.sample for c in cases if c.id.check == check} for check in ("grad", "inplace_grad")}
+    assert indices["grad"] == set(range(len(listed)))
+    assert indices["inplace_grad"] == indices["grad"] - broadcasting
+    with pytest.raises(LookupError, match="broadcasts"):
+        suite.build(CaseId("torch-opinfo", "add", "float64", "inplace_grad", min(broadcasting)))
+
+
+def test_inplace_variant_on_a_clone(suite):
+    case = suite.build(CaseId.parse("torch-opinfo::add::float64::sample0::inplace_grad"))
+    assert case.func.inplace and case.expected_error is None
+    before = [x.detach().clone() for x in case.inputs]
+    out = case.func(*case.inputs)
+    assert all(torch.equal(x, b) for x, b in zip(case.inputs, before))  # the leaf is left alone
+    assert out.grad_fn is not None and "Add" in type(out.grad_fn).__name__
+
+
+def test_expected_raises(suite):
+    inplace = suite.build(CaseId.parse("torch-opinfo::acosh::float64::sample0::inplace_grad"))
+    assert [c.function for c in inplace.calls] == ["call"] and inplace.expected_error.type is Exception
+    fail = suite.build(CaseId.parse("torch-opinfo::cdist::float64::sample0::fail_gradgrad"))
+    assert fail.expected_error.pattern == r"derivative for .* is not implemented"
+    assert [c.function for c in fail.calls] == ["call"]  # the test's loop over every sample
+    listed = list(suite.cases(Selection(checks=("fail_gradgrad",), ops=("cdist",), dtypes=("float64",))))
+    assert [c.key for c in listed] == ["torch-opinfo::cdist::float64::sample0::fail_gradgrad"]
+
+
+def test_inplace_fwgrad_batched_option():
+    op = op_named("add")
+    (kwargs,) = _kwargs("add", "inplace_fwgrad", "fast")
+    assert kwargs["check_batched_forward_grad"] is bool(op.check_inplace_batched_forward_grad)
+    assert kwargs["check_forward_ad"] and not kwargs["check_backward_ad"]
 
 
 def test_unknown_names(suite):

@@ -24,7 +24,7 @@ import functools
 
 import tensorplay as tp
 
-from distcheck.suites.base import RUN, SKIPPED, BuiltCase, CaseId, CaseInfo
+from distcheck.suites.base import GRADCHECK_KINDS, RUN, SKIPPED, BuiltCase, CaseId, CaseInfo
 from distcheck.suites.tensorplay_opinfo.calls import TensorplaySampleFunction, convert
 from distcheck.suites.tensorplay_opinfo.convert import Unconvertible
 from distcheck.suites.tensorplay_opinfo.fingerprint import fingerprint
@@ -33,7 +33,7 @@ from distcheck.suites.tensorplay_opinfo.status import tensorplay_status
 from distcheck.suites.tensorplay_opinfo.translate import Untranslatable
 from distcheck.suites.torch_opinfo import samples
 from distcheck.suites.torch_opinfo.calls import check_calls
-from distcheck.suites.torch_opinfo.database import dtype_name, dtype_named, op_named
+from distcheck.suites.torch_opinfo.database import OP_DB, dtype_name, dtype_named, op_named
 from distcheck.suites.torch_opinfo.suite import TorchOpInfoSuite, case_seed
 
 
@@ -49,11 +49,14 @@ class TensorplayOpInfoSuite(TorchOpInfoSuite):
 
     name = "tensorplay-opinfo"
     engine = "tensorplay"
+    check_kinds = GRADCHECK_KINDS  # the function's checks: tensorplay's ops are not OpInfos' variants
+    databases = (OP_DB,)
+    runs_xfail = False  # PyTorch's expected failures are its own: reported, not run on tensorplay
 
     def status(self, op, check: str, dtype) -> tuple[str, str]:
         return tensorplay_status(op, check, dtype)
 
-    def _listing(self, op, dtype) -> list[CaseInfo] | str:
+    def _listing(self, op, dtype, plain: bool = False) -> list[CaseInfo] | str:
         """Per sample, its case (of check kind ``grad``): runnable, with the fingerprint of its
         converted values and a cost hint (slow mode: its input elements, which finite differences
         perturb one by one; fast-mode cases take a few evaluations each), or skipped if it does not

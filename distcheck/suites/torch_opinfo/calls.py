@@ -4,8 +4,14 @@
 - The gradcheck inputs are the tensors that require grad among the sample's input (each
   tensor of it when it is a list of tensors), positional args and kwarg values, in that order.
   Everything else (index tensors, targets without grad, numbers, lists in args) is a constant.
-- The checked function puts its inputs back where they came from, calls the op through its
-  ``gradcheck_wrapper`` and returns ``sample.output_process_fn_grad(output)``.
+- The checked function puts its inputs back where they came from, calls the op (or, for the
+  in-place check kinds, its in-place variant on a clone of its first argument, as
+  ``TestGradients._get_safe_inplace`` does) through its ``gradcheck_wrapper`` and returns
+  ``sample.output_process_fn_grad(output)``.
+- ``test_inplace_grad`` of an op that claims no in-place autograd checks no gradient: each
+  sample must make ``inplace(sample).sum().backward()`` raise (a ``call`` of
+  :class:`InplaceBackward`; the test hands the SampleInput itself to the clone-making variant,
+  which has no ``clone``, so every sample raises AttributeError there, in PyTorch as here).
 - The options of each check kind are those the PyTorch tests pass through the test-suite
   wrappers of gradcheck / gradgradcheck, whose defaults are ``check_batched_grad=True`` and
   ``fast_mode=True`` (``False`` in the slow-gradcheck CI job) for the options an OpInfo leaves
@@ -14,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from itertools import chain
 from typing import Any
@@ -27,6 +34,10 @@ from distcheck.suites.base import CheckCall, ExpectedError
 FORWARD_AD_UNSUPPORTED = ExpectedError(
     NotImplementedError, r"Trying to use forward AD with .* that does not support it"
 )
+# what test_fn_fail_gradgrad asserts of gradgradcheck (assertRaisesRegex)
+GRADGRAD_UNSUPPORTED = ExpectedError(RuntimeError, r"derivative for .* is not implemented")
+# what test_inplace_grad asserts of an op claiming no in-place autograd (assertRaises(Exception))
+INPLACE_AUTOGRAD_UNSUPPORTED = ExpectedError(Exception, "")
 
 
 def _requires_grad(x: Any) -> bool:
@@ -42,35 +53,96 @@ def gradcheck_inputs(sample) -> tuple[torch.Tensor, ...]:
     return tuple(x for x in values if _requires_grad(x))
 
 
-class SampleFunction:
-    """``fn(*inputs)``: the op called on the sample with its differentiable tensors replaced by
-    ``inputs`` (in :func:`gradcheck_inputs` order), through the op's ``gradcheck_wrapper``,
-    then ``output_process_fn_grad``. Pickled with the op's name, not the OpInfo object."""
+def safe_inplace(inplace_variant):
+    """``TestGradients._get_safe_inplace``: the in-place variant on a clone of its first
+    argument (a leaf that requires grad cannot be modified in place)."""
 
-    def __init__(self, op, sample):
-        self.op, self.sample = op, sample
+    @functools.wraps(inplace_variant)
+    def _fn(t, *args, **kwargs):
+        return inplace_variant(t.clone(), *args, **kwargs)
+
+    return _fn
+
+
+class SampleFunction:
+    """``fn(*inputs)``: the op (``inplace``: its in-place variant, see :func:`safe_inplace`)
+    called on the sample with its differentiable tensors replaced by ``inputs`` (in
+    :func:`gradcheck_inputs` order), through the op's ``gradcheck_wrapper``, then
+    ``output_process_fn_grad``. Pickled with the op's name, not the OpInfo object."""
+
+    def __init__(self, op, sample, inplace: bool = False):
+        self.op, self.sample, self.inplace = op, sample, inplace
+        self.variant = safe_inplace(op.get_inplace()) if inplace else op.get_op()
 
     def __call__(self, *inputs: torch.Tensor):
         taken = iter(inputs)
         positional = [_recomposed(self.sample.input, taken)]
         positional += [_recomposed(arg, taken) for arg in self.sample.args]
         kwargs = {key: _recomposed(value, taken) for key, value in self.sample.kwargs.items()}
-        output = self.op.gradcheck_wrapper(self.op.get_op(), *positional, **kwargs)
+        output = self.op.gradcheck_wrapper(self.variant, *positional, **kwargs)
         if self.sample.output_process_fn_grad is not None:
             return self.sample.output_process_fn_grad(output)
         return output
 
     def __reduce__(self):
-        return _sample_function, (self.op.full_name, self.sample)
+        return _sample_function, (self.op.full_name, self.sample, self.inplace)
 
     def __repr__(self) -> str:
-        return f"SampleFunction({self.op.full_name})"
+        return f"SampleFunction({self.op.full_name}{', in place' if self.inplace else ''})"
 
 
-def _sample_function(op_name: str, sample) -> SampleFunction:
+def _sample_function(op_name: str, sample, inplace: bool = False) -> SampleFunction:
     from distcheck.suites.torch_opinfo.database import op_named
 
-    return SampleFunction(op_named(op_name), sample)
+    return SampleFunction(op_named(op_name), sample, inplace)
+
+
+class InplaceBackward:
+    """``fn(*inputs)`` of test_inplace_grad for an op that claims no in-place autograd:
+    ``inplace(sample).sum().backward()`` exactly as the test writes it (``inputs`` unused),
+    which must raise."""
+
+    def __init__(self, op, sample):
+        self.op, self.sample = op, sample
+
+    def __call__(self, *inputs: torch.Tensor) -> None:
+        result = safe_inplace(self.op.get_inplace())(self.sample)
+        result.sum().backward()
+
+    def __reduce__(self):
+        return _inplace_backward, (self.op.full_name, self.sample)
+
+    def __repr__(self) -> str:
+        return f"InplaceBackward({self.op.full_name})"
+
+
+class SamplesUntilRaise:
+    """``fn(*inputs)`` of test_fn_fail_gradgrad, whose ``assertRaisesRegex`` wraps the whole
+    loop over the op's samples: each sample's gradgradcheck calls (distcheck's), in order, until
+    one raises (``inputs`` unused). It returns if none raises: the test then fails. One case per
+    test (its sample 0): a sample that does not raise is not a failure if a later one does."""
+
+    def __init__(self, op, samples: Sequence, mode: str, seed):
+        self.op, self.samples, self.mode, self.seed = op, list(samples), mode, seed
+
+    def __call__(self, *inputs: torch.Tensor) -> None:
+        import distcheck
+        from distcheck.executors.serial import SerialExecutor
+
+        for index, sample in enumerate(self.samples):
+            function, checked = SampleFunction(self.op, sample), gradcheck_inputs(sample)
+            for call in check_calls(self.op, "gradgrad", self.mode):
+                self.seed(index)
+                distcheck.gradgradcheck(function, checked, executor=SerialExecutor(), **call.kwargs)
+
+    def __repr__(self) -> str:
+        return f"SamplesUntilRaise({self.op.full_name}, {len(self.samples)} samples)"
+
+
+def _inplace_backward(op_name: str, sample) -> InplaceBackward:
+    from distcheck.suites.torch_opinfo.database import op_named
+
+    return InplaceBackward(op_named(op_name), sample)
 
 
 def _recomposed(value: Any, taken) -> Any:
@@ -86,7 +158,13 @@ def _or_default(value: Any, default: Any) -> Any:
 
 
 def check_calls(op, check: str, mode: str) -> tuple[CheckCall, ...]:
-    """The gradcheck / gradgradcheck calls of one sample for check kind ``check`` in ``mode``."""
+    """The gradcheck / gradgradcheck calls of one sample for check kind ``check`` in ``mode``
+    (a ``call`` of the function itself for test_inplace_grad of an op without in-place
+    autograd). The in-place kinds make their function's checks (test_fn_fail_gradgrad:
+    test_fn_gradgrad's), but for the batched forward-grad check of ``inplace_fwgrad``."""
+    if check == "inplace_grad" and not op.supports_inplace_autograd:
+        return (CheckCall("call", {}),)
+    check = {"inplace_grad": "grad", "inplace_gradgrad": "gradgrad", "fail_gradgrad": "gradgrad"}.get(check, check)
     common = {
         "check_grad_dtypes": True,
         "nondet_tol": op.gradcheck_nondet_tol,
@@ -102,14 +180,15 @@ def check_calls(op, check: str, mode: str) -> tuple[CheckCall, ...]:
             "check_batched_forward_grad": False,
         }
         return (CheckCall("gradcheck", kwargs),)
-    if check == "fwgrad":  # test_forward_mode_AD
+    if check in ("fwgrad", "inplace_fwgrad"):  # test_forward_mode_AD, test_inplace_forward_mode_AD
+        batched = op.check_inplace_batched_forward_grad if check == "inplace_fwgrad" else op.check_batched_forward_grad
         kwargs = {
             **common,
             "check_batched_grad": False,
             "check_forward_ad": True,
             "check_backward_ad": False,
             "check_undefined_grad": True,
-            "check_batched_forward_grad": bool(op.check_batched_forward_grad),
+            "check_batched_forward_grad": bool(batched),
         }
         return (CheckCall("gradcheck", kwargs),)
     # test_fn_gradgrad and test_fn_fwgrad_bwgrad: gradgradcheck with contiguous, then

@@ -7,14 +7,18 @@ places, reproduced here in their order:
 1. the op's decorators (``DecorateInfo`` entries and plain decorators), applied around the test
    in the order ``instantiate_test`` applies them: ``unittest.skip`` marks, and decorators that
    decide when called (``onlyCUDA``, ``skipCPUIfNoLapack``, ``slowTest``, ...);
-2. the skips in the test bodies: ``supports_gradgrad`` (the body's dtype and autograd skips
-   concern ops and dtypes this suite does not enumerate: see :func:`checked_dtypes`);
+2. the skips in the test bodies (:func:`body_skip`: ``supports_gradgrad``, the in-place
+   variant and ``supports_inplace_autograd``; the body's dtype and autograd skips concern ops
+   and dtypes this suite does not enumerate: see :func:`checked_dtypes`);
 3. ``unittest.expectedFailure`` marks, which only matter if the test was not skipped.
 
 Validated against pytest on torch 2.13 on CPU (all 3,098 generated tests: outcome and reason).
 On CUDA the same metadata is read for ``device_type='cuda'`` (``supported_backward_dtypes('cuda')``,
 ``DecorateInfo(device_type='cuda')``, ``skipCUDAIf...``): it needs no GPU, but the CUDA test
 class's own facts (MAGMA, cuDNN) are this machine's.
+
+Each test is instantiated over its own op lists (:data:`DATABASES`): an op outside them has no
+such test at all (:func:`has_test`).
 """
 
 from __future__ import annotations
@@ -23,8 +27,13 @@ import unittest
 
 import torch
 
-from distcheck.suites.base import RUN, SKIPPED, XFAIL
-from distcheck.suites.torch_opinfo.database import dtype_name
+from distcheck.suites.base import RUN, SKIPPED, XFAIL, ExpectedError
+from distcheck.suites.torch_opinfo.calls import (
+    FORWARD_AD_UNSUPPORTED,
+    GRADGRAD_UNSUPPORTED,
+    INPLACE_AUTOGRAD_UNSUPPORTED,
+)
+from distcheck.suites.torch_opinfo.database import CUSTOM_OP_DB, HOP_DB, OP_DB, database_of, dtype_name
 
 # check kind -> (test class, test method) in PyTorch's test files
 TESTS = {
@@ -32,7 +41,24 @@ TESTS = {
     "gradgrad": ("TestBwdGradients", "test_fn_gradgrad"),
     "fwgrad": ("TestFwdGradients", "test_forward_mode_AD"),
     "fwgrad_bwgrad": ("TestFwdGradients", "test_fn_fwgrad_bwgrad"),
+    "inplace_grad": ("TestBwdGradients", "test_inplace_grad"),
+    "inplace_gradgrad": ("TestBwdGradients", "test_inplace_gradgrad"),
+    "inplace_fwgrad": ("TestFwdGradients", "test_inplace_forward_mode_AD"),
+    "fail_gradgrad": ("TestBwdGradients", "test_fn_fail_gradgrad"),
 }
+# check kind -> the op lists its test is instantiated over (its @ops decorator)
+DATABASES = {
+    "grad": (OP_DB, HOP_DB, CUSTOM_OP_DB),
+    "gradgrad": (OP_DB, HOP_DB, CUSTOM_OP_DB),
+    "inplace_grad": (OP_DB, CUSTOM_OP_DB),
+    "fail_gradgrad": (OP_DB, CUSTOM_OP_DB),
+    "fwgrad": (OP_DB,),
+    "fwgrad_bwgrad": (OP_DB,),
+    "inplace_gradgrad": (OP_DB,),
+    "inplace_fwgrad": (OP_DB,),
+}
+# check kinds whose checked function is the op's in-place variant (on a clone of its input)
+INPLACE_CHECKS = ("inplace_grad", "inplace_gradgrad", "inplace_fwgrad")
 DEVICE = "cpu"
 
 
@@ -76,21 +102,45 @@ def pytorch_status(op, check: str, dtype: torch.dtype, device_type: str = DEVICE
         decorated(_DeviceTest(device_type))
     except unittest.SkipTest as e:
         return SKIPPED, str(e)
-    if check == "gradgrad" and not op.supports_gradgrad:
-        return SKIPPED, "Op claims it doesn't support gradgrad. This is not verified."
+    skip = body_skip(op, check)
+    if skip is not None:
+        return SKIPPED, skip
     if getattr(decorated, "__unittest_expecting_failure__", False):
         return XFAIL, f"OpInfo marks {cls_name}.{test_name} as an expected failure ({dtype_name(dtype)})"
     return RUN, ""
 
 
-def expects_not_implemented(op, check: str) -> bool:
-    """The forward-mode tests of an op without forward AD assert that it raises
-    NotImplementedError ("Trying to use forward AD with ... that does not support it")."""
-    if check == "fwgrad":
-        return not op.supports_forward_ad
-    if check == "fwgrad_bwgrad":
-        return not op.supports_fwgrad_bwgrad
-    return False
+def has_test(op, check: str) -> bool:
+    """Whether PyTorch's test of ``check`` is instantiated for ``op`` (its op lists hold it)."""
+    return database_of(op) in DATABASES[check]
+
+
+def body_skip(op, check: str) -> str | None:
+    """The reason the body of ``check``'s test skips ``op`` with (None: it does not)."""
+    if check == "gradgrad" and not op.supports_gradgrad:
+        return "Op claims it doesn't support gradgrad. This is not verified."
+    if check == "fail_gradgrad" and op.supports_gradgrad:
+        return "Skipped! Operation does support gradgrad"
+    if check == "inplace_grad" and not op.inplace_variant:
+        return "Op has no inplace variant!"
+    if check in ("inplace_gradgrad", "inplace_fwgrad") and not (op.inplace_variant and op.supports_inplace_autograd):
+        return "Skipped! Operation does not support inplace autograd."
+    return None
+
+
+def expected_error(op, check: str) -> ExpectedError | None:
+    """What a sample of ``check``'s test of ``op`` must raise (None: its checks must pass): an op
+    that claims no in-place autograd (test_inplace_grad), no second derivatives
+    (test_fn_fail_gradgrad) or no forward AD (the forward-mode tests) must say so."""
+    if check == "inplace_grad" and not op.supports_inplace_autograd:
+        return INPLACE_AUTOGRAD_UNSUPPORTED
+    if check == "fail_gradgrad":
+        return GRADGRAD_UNSUPPORTED
+    if check in ("fwgrad", "inplace_fwgrad") and not op.supports_forward_ad:
+        return FORWARD_AD_UNSUPPORTED
+    if check == "fwgrad_bwgrad" and not op.supports_fwgrad_bwgrad:
+        return FORWARD_AD_UNSUPPORTED
+    return None
 
 
 def _decorated(op, cls_name: str, test_name: str, dtype: torch.dtype, device_type: str = DEVICE):

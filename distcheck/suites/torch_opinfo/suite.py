@@ -1,12 +1,16 @@
 """Suite ``torch-opinfo``: PyTorch's OpInfo database, checked as PyTorch's own gradient tests
 check it (``test_ops_gradients.py``, ``test_ops_fwd_gradients.py``), sample by sample.
 
-Cases: every op of ``op_db`` with autograd (backward or forward mode) × float64 / complex128
-where the op has backward support for them × the check kinds ``grad`` (test_fn_grad),
-``gradgrad`` (test_fn_gradgrad), ``fwgrad`` (test_forward_mode_AD), ``fwgrad_bwgrad``
-(test_fn_fwgrad_bwgrad) × the op's samples. A test PyTorch skips or expects to fail is one case
-(no sample part) reported ``skipped`` / ``xfail`` with its reason. Mode ``slow`` is the
-slow-gradcheck CI job: full Jacobians (unless the op forces fast mode) and
+Cases: every op with autograd (backward or forward mode) × float64 / complex128 where the op
+has backward support for them × the check kinds ``grad`` (test_fn_grad), ``gradgrad``
+(test_fn_gradgrad), ``fwgrad`` (test_forward_mode_AD), ``fwgrad_bwgrad``
+(test_fn_fwgrad_bwgrad), ``inplace_grad`` (test_inplace_grad), ``inplace_gradgrad``
+(test_inplace_gradgrad), ``inplace_fwgrad`` (test_inplace_forward_mode_AD) and
+``fail_gradgrad`` (test_fn_fail_gradgrad), each over the op lists its test runs over
+(``op_db``, ``hop_db``, ``custom_op_db``: see :data:`.status.DATABASES`) × the op's samples
+(but those that broadcast their input, in the in-place kinds). A test PyTorch skips or expects
+to fail is one case (no sample part) reported ``skipped`` / ``xfail`` with its reason. Mode
+``slow`` is the slow-gradcheck CI job: full Jacobians (unless the op forces fast mode) and
 ``small_inputs_only`` samples.
 
 On device ``cuda`` (or ``cuda:N``) the samples are made on the GPU and the dtypes, skips and
@@ -27,9 +31,11 @@ from distcheck.suites.base import (
     CHECK_KINDS,
     ERROR,
     RUN,
+    XFAIL,
     BuiltCase,
     CaseId,
     CaseInfo,
+    CheckCall,
     GroupInfo,
     Selection,
     UsageError,
@@ -37,14 +43,32 @@ from distcheck.suites.base import (
 )
 from distcheck.suites.torch_opinfo import samples
 from distcheck.suites.torch_opinfo.calls import (
-    FORWARD_AD_UNSUPPORTED,
+    InplaceBackward,
     SampleFunction,
+    SamplesUntilRaise,
     check_calls,
     gradcheck_inputs,
     unexpected_grads,
 )
-from distcheck.suites.torch_opinfo.database import DTYPES, dtype_name, dtype_named, op_named, op_table
-from distcheck.suites.torch_opinfo.status import checked_dtypes, expects_not_implemented, has_autograd, pytorch_status
+from distcheck.suites.torch_opinfo.database import (
+    CUSTOM_OP_DB,
+    DTYPES,
+    HOP_DB,
+    OP_DB,
+    database_of,
+    dtype_name,
+    dtype_named,
+    op_named,
+    op_table,
+)
+from distcheck.suites.torch_opinfo.status import (
+    INPLACE_CHECKS,
+    checked_dtypes,
+    expected_error,
+    has_autograd,
+    has_test,
+    pytorch_status,
+)
 
 
 def case_seed(case: CaseId) -> int:
@@ -56,6 +80,9 @@ class TorchOpInfoSuite:
     name = "torch-opinfo"
     engine = "torch"
     devices = ("cpu", "cuda")
+    check_kinds: tuple[str, ...] = CHECK_KINDS  # the kinds it enumerates (of those selected)
+    databases: tuple[str, ...] = (OP_DB, HOP_DB, CUSTOM_OP_DB)  # the op lists it enumerates
+    runs_xfail = True  # a test expected to fail is run (xfail / xpass), not decided unrun
 
     def __init__(self, mode: str = "fast", device: str = CPU):
         self.mode, self.device = mode, parse_device(device)
@@ -94,14 +121,15 @@ class TorchOpInfoSuite:
         dtypes = tuple(dtype_named(d) for d in selection.dtypes or DTYPES)
         ops = [op_named(name) for name in selection.ops] if selection.ops else list(op_table().values())
         for op in ops:
-            if not has_autograd(op):
+            if not has_autograd(op) or database_of(op) not in self.databases:
                 continue
-            for dtype in checked_dtypes(op, dtypes, self.device_type):
+            kinds = [kind for kind in self.check_kinds if kind in selection.checks and has_test(op, kind)]
+            for dtype in checked_dtypes(op, dtypes, self.device_type) if kinds else ():
                 runs, decided = [], []
-                for check in (kind for kind in CHECK_KINDS if kind in selection.checks):
+                for check in kinds:
                     status, reason = self.status(op, check, dtype)
                     case = self._case(op.full_name, dtype_name(dtype), check)
-                    if status == RUN:
+                    if status == RUN or (status == XFAIL and self.runs_xfail):
                         runs.append(check)
                     elif selection.wants(case):
                         decided.append(CaseInfo(case, status, reason))
@@ -114,34 +142,42 @@ class TorchOpInfoSuite:
         return pytorch_status(op, check, dtype, self.device_type)
 
     def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
-        """The group's cases, check kind by check kind, sample by sample; one ``error`` case
-        per check kind if the op's samples cannot be generated."""
-        listing = self._listing(op_named(group.op), dtype_named(group.dtype))
+        """The group's cases, check kind by check kind, sample by sample (the in-place kinds
+        leave out samples that broadcast their input); one ``error`` case per check kind if the
+        op's samples cannot be generated."""
+        op, dtype = op_named(group.op), dtype_named(group.dtype)
         cases = []
         for check in group.checks:
+            plain = _plain_samples(op, check)
+            listing = self._listing(op, dtype, plain)
             if isinstance(listing, str):
                 case = self._case(group.op, group.dtype, check)
                 if selection.wants(case):
                     cases.append(CaseInfo(case, ERROR, listing))
                 continue
+            if check in INPLACE_CHECKS:
+                generated = samples.generated(op, dtype, self.small_inputs, self.device, plain)[0]
+                listing = [listed for listed, s in zip(listing, generated) if not s.broadcasts_input]
+            if check == "fail_gradgrad":  # one case: its sample 0 stands for the test's loop
+                listing = listing[:1]
             for listed in listing:
                 case = dataclasses.replace(listed.id, check=check)
                 if selection.wants(case):
                     cases.append(dataclasses.replace(listed, id=case))
         return cases
 
-    def _listing(self, op, dtype) -> list[CaseInfo] | str:
+    def _listing(self, op, dtype, plain: bool = False) -> list[CaseInfo] | str:
         """Per sample, its runnable case (of check kind ``grad``) with its fingerprint and a cost
         hint: in slow mode its input elements (finite differences perturb each); fast-mode cases
-        take a few evaluations each."""
+        take a few evaluations each. ``plain``: of the plain sample list (see :mod:`.samples`)."""
         try:
-            listed, prints = samples.generated(op, dtype, self.small_inputs, self.device)
+            listed, prints = samples.generated(op, dtype, self.small_inputs, self.device, plain)
         except Exception as e:  # the op's sample function is broken: report it, go on
             return f"generating the samples failed: {type(e).__name__}: {e}"
         cases = []
         for index, (sample, print_) in enumerate(zip(listed, prints)):
             case = self._case(op.full_name, dtype_name(dtype), "grad", index)
-            cost = 0 if self.mode == "fast" else sum(x.numel() for x in gradcheck_inputs(sample))
+            cost = 0 if self.mode == "fast" or plain else sum(x.numel() for x in gradcheck_inputs(sample))
             cases.append(CaseInfo(case, RUN, "", print_, cost))
         return cases
 
@@ -149,23 +185,60 @@ class TorchOpInfoSuite:
         op, dtype = op_named(case.op), dtype_named(case.dtype)
         if case.sample is None:
             raise LookupError(f"{case}: not a runnable case (no sample)")
-        sample, print_ = samples.sample(op, dtype, self.small_inputs, case.sample, self._build_device(case))
+        status, reason = self.status(op, case.check, dtype)
+        plain, inplace = _plain_samples(op, case.check), case.check in INPLACE_CHECKS
+        device = self._build_device(case)
+        sample, print_ = samples.sample(op, dtype, self.small_inputs, case.sample, device, plain)
+        if inplace and sample.broadcasts_input:
+            raise LookupError(f"{case}: the sample broadcasts its input, which in-place checks leave out")
         inputs = gradcheck_inputs(sample)
         if unexpected_grads(inputs):
             raise AssertionError(
                 f"{case}: a sampled input has a gradient before running autograd: a tensor is reused "
                 "across SampleInputs (PyTorch's test helper asserts the same)"
             )
+        if case.check == "fail_gradgrad":
+            if case.sample != 0:
+                raise LookupError(f"{case}: fail_gradgrad is one case, its sample 0 (it checks every sample in turn)")
+            listed = samples.generated(op, dtype, self.small_inputs, device)[0]
+            seed = functools.partial(_seed_sample, case)
+            return BuiltCase(
+                id=case,
+                func=SamplesUntilRaise(op, listed, self.mode, seed),
+                inputs=inputs,
+                calls=(CheckCall("call", {}),),
+                fingerprint=print_,
+                expected_error=expected_error(op, case.check),
+                expected_failure=reason if status == XFAIL else None,
+            )
         return BuiltCase(
             id=case,
-            func=SampleFunction(op, sample),
+            func=InplaceBackward(op, sample) if plain else SampleFunction(op, sample, inplace),
             inputs=inputs,
             calls=check_calls(op, case.check, self.mode),
             fingerprint=print_,
-            expected_error=FORWARD_AD_UNSUPPORTED if expects_not_implemented(op, case.check) else None,
+            expected_error=expected_error(op, case.check),
+            expected_failure=reason if status == XFAIL else None,
+            reference=_torch_checker,
             before_call=functools.partial(samples.seed_everything, case_seed(case)),
         )
 
     def __repr__(self) -> str:
         device = "" if self.device == CPU else f", device={self.device!r}"
         return f"TorchOpInfoSuite(mode={self.mode!r}{device})"
+
+
+def _seed_sample(case: CaseId, index: int) -> None:
+    samples.seed_everything(case_seed(dataclasses.replace(case, sample=index)))
+
+
+def _torch_checker():
+    from distcheck.runner.judge import torch_checker
+
+    return torch_checker()
+
+
+def _plain_samples(op, check: str) -> bool:
+    """Whether ``check``'s test iterates the op's plain sample list (test_inplace_grad of an op
+    that claims no in-place autograd calls ``sample_inputs`` itself, with its defaults)."""
+    return check == "inplace_grad" and not op.supports_inplace_autograd
