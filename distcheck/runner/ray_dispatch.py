@@ -52,7 +52,7 @@ import dataclasses
 import gc
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import ray
@@ -253,30 +253,36 @@ class _Split:
     since: float | None = None
 
 
+@dataclass(frozen=True)
+class RayDispatchOptions:
+    """How a Ray dispatch runs: the cases' ``budget`` and ``timeout`` (seconds, None: none), the
+    cluster's ``address`` (see ``ensure_ray``), ``batch_size`` cases per item of listed cases,
+    which cases go alone (``costly``), a previous run's ``durations`` (longest work first), the
+    budget of a split case's coordinator (``split_budget``; default: the memory budget alone,
+    never split again), and the GPUs each runner asks for (``gpus_per_runner``; None: CPUs)."""
+
+    budget: Budget
+    timeout: float | None = None
+    address: str | None = None
+    batch_size: int = 32
+    costly: CostlyRule = field(default_factory=CostlyRule)
+    durations: Durations | None = None
+    split_budget: Budget | None = None
+    gpus_per_runner: float | None = None
+
+
 class RayDispatcher:
     name = "ray"
 
-    def __init__(
-        self,
-        suite: Suite,
-        budget: Budget,
-        timeout: float | None,
-        address: str | None = None,
-        batch_size: int = 32,
-        selection: Selection | None = None,
-        costly: CostlyRule | None = None,
-        durations: Durations | None = None,
-        split_budget: Budget | None = None,
-        gpus_per_runner: float | None = None,
-    ):
-        self.suite, self.budget, self.timeout, self.address = suite, budget, timeout, address
-        self.batch_size, self.selection = batch_size, selection or Selection()
-        self.costly, self.durations = costly or CostlyRule(), durations
-        self.split_budget = split_budget or Budget(budget.max_bytes)
+    def __init__(self, suite: Suite, selection: Selection, options: RayDispatchOptions):
+        self.suite, self.selection = suite, selection
+        self.budget, self.timeout, self.address = options.budget, options.timeout, options.address
+        self.batch_size, self.costly, self.durations = options.batch_size, options.costly, options.durations
+        self.split_budget = options.split_budget or Budget(options.budget.max_bytes)
         self.first_dispatch: float | None = None  # perf_counter() of the first work handed out
         self.stop = threading.Event()  # set: the run stops (cancelling what runs)
         self.worker_env: dict[str, str] = {}  # extra worker environment (a new one: new workers)
-        self.gpus_per_runner = gpus_per_runner  # None: the suite runs on CPUs
+        self.gpus_per_runner = options.gpus_per_runner  # None: the suite runs on CPUs
         self.placement: str | None = None  # on GPUs: runners on how many GPUs
         self._workers: int | None = None
 

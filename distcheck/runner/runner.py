@@ -128,21 +128,20 @@ def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> 
 
         check_local(device)
         return SerialDispatcher(suite, options.budget(split=False, device=device), options.timeout, selection)
-    from distcheck.runner.ray_dispatch import RayDispatcher
+    from distcheck.runner.ray_dispatch import RayDispatcher, RayDispatchOptions
 
     check_share(options.gpus_per_runner)
     slow = suite.mode == "slow"
-    return RayDispatcher(
-        suite,
-        options.budget(split=True, device=device),
-        options.timeout,
-        options.address,
-        options.batch_size or (SLOW_BATCH if slow else FAST_BATCH),
-        selection,
-        CostlyRule(min_cost=COSTLY if slow else None),
-        options.durations,
+    ray_options = RayDispatchOptions(
+        budget=options.budget(split=True, device=device),
+        timeout=options.timeout,
+        address=options.address,
+        batch_size=options.batch_size or (SLOW_BATCH if slow else FAST_BATCH),
+        costly=CostlyRule(min_cost=COSTLY if slow else None),
+        durations=options.durations,
         gpus_per_runner=options.gpus_per_runner if is_cuda(device) else None,
     )
+    return RayDispatcher(suite, selection, ray_options)
 
 
 def run_suite(
