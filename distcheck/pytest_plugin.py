@@ -20,12 +20,18 @@ unless one of its options is given; loading it imports neither torch nor Ray).
   when called. Everything is restored at the end.
 - On Ray, what test modules define (functions, autograd Functions) is sent to the workers by
   value; other code the checked functions use must be importable on the workers.
-- At the end, one line: how many checks ran through distcheck, in how many executor tasks
-  (units run in-process for the serial executor), summed over pytest-xdist workers.
+- On Ray, a check whose estimated work is under ``--distcheck-local-below`` seconds (default:
+  ``distcheck.executors.ray_executor.LOCAL_BELOW``) runs in-process, with no serialisation, and
+  so does one whose function or inputs cannot be pickled; the others are split over the cluster.
+- At the end, one line: how many checks ran through distcheck, how many of them in-process
+  (small, unpicklable) and how many on Ray, in how many Ray tasks (units, for the serial
+  executor), summed over pytest-xdist workers.
 
-With pytest-xdist (``-n N``) every worker process runs its own checks: give an address (a
-cluster from ``ray start --head``) so that all of them share one Ray; without one, each worker
-would start a local Ray of its own on the same cores.
+With pytest-xdist (``-n N``) and Ray, all workers share one Ray: the cluster at the address
+given, else one local Ray that the controller starts for the session (on all the cores: an
+xdist worker waiting for its check's tasks uses none), hands to the workers and stops at the
+end. Every xdist worker computes on one intra-op thread; one warning line when the xdist
+workers outnumber the cores.
 """
 
 from __future__ import annotations
@@ -40,7 +46,10 @@ EXECUTORS = ("serial", "ray")
 EXECUTOR_VARIABLE = "DISTCHECK_EXECUTOR"
 ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"  # as distcheck.executors.ray_executor (not imported here: no Ray)
 _PLUGIN = "distcheck-session"
+LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"  # as distcheck.executors.ray_executor
 _OUTPUT_KEY = "distcheck_counts"  # what an xdist worker sends its controller
+_INPUT_KEY = "distcheck_ray_address"  # the session's Ray, from the controller to its workers
+_COUNTS = ("checks", "small", "unpicklable", "on_ray", "tasks")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="ADDR",
         help=f"the Ray cluster of those checks: 'auto', host:port or ray://host:port (sets ${ADDRESS_VARIABLE}; "
         "implies --distcheck-executor ray; with pytest-xdist, every worker joins it)",
+    )
+    group.addoption(
+        "--distcheck-local-below",
+        type=float,
+        metavar="SECONDS",
+        help=f"on Ray, checks of less estimated work run in-process (sets ${LOCAL_BELOW_VARIABLE}; 0: every "
+        "picklable check on Ray)",
     )
     group.addoption(
         "--distcheck-torch",
@@ -73,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if address and executor == "serial":
         raise pytest.UsageError("--distcheck-address needs --distcheck-executor ray (or no --distcheck-executor)")
     session = DistcheckSession(executor or ("ray" if address else None), address, patch_torch)
+    session.local_below = config.getoption("distcheck_local_below")
     config.pluginmanager.register(session, _PLUGIN)
     session.start(config)
 
@@ -84,25 +101,68 @@ class DistcheckSession:
         self.executor, self.address, self.patch_torch = executor, address, patch_torch
         self.saved_env: dict[str, str | None] = {}
         self.patched: list[tuple[object, str, object]] = []  # (owner, attribute, original)
-        self.checks = self.tasks = 0
-        self.xdist_workers: list[tuple[int, int]] = []
+        self.local_below: float | None = None
+        self.counts = dict.fromkeys(_COUNTS, 0)
+        self.xdist_workers: list[dict[str, int]] = []
+        self.started_ray = False  # this process started the session's local Ray
+        self.threads: int | None = None  # torch's intra-op threads before the session
+
+    def _setenv(self, variable: str, value: str) -> None:
+        self.saved_env.setdefault(variable, os.environ.get(variable))
+        os.environ[variable] = value
 
     def start(self, config: pytest.Config) -> None:
         for variable, value in ((EXECUTOR_VARIABLE, self.executor), (ADDRESS_VARIABLE, self.address)):
             if value:
-                self.saved_env[variable] = os.environ.get(variable)
-                os.environ[variable] = value
+                self._setenv(variable, value)
+        if self.local_below is not None:
+            self._setenv(LOCAL_BELOW_VARIABLE, repr(self.local_below))
+        worker_input = getattr(config, "workerinput", None)
+        if worker_input is not None:  # an xdist worker: the controller's Ray, one intra-op thread
+            if worker_input.get(_INPUT_KEY):
+                self._setenv(ADDRESS_VARIABLE, worker_input[_INPUT_KEY])
+            import torch
+
+            self.threads = torch.get_num_threads()
+            torch.set_num_threads(1)
         self._count_checks()
         if self.patch_torch:
             self._patch_torch()
-        if _is_xdist_controller(config) and self.executor == "ray" and not _address_known():
+        if _is_xdist_controller(config) and self._executor() == "ray":
+            self._start_session_ray(config)
+
+    def _executor(self) -> str:
+        return self.executor or os.environ.get(EXECUTOR_VARIABLE, "").strip().lower() or "serial"
+
+    def _start_session_ray(self, config: pytest.Config) -> None:
+        """The xdist controller: one Ray for every worker (a local one unless an address is
+        known), and one warning line if the xdist workers outnumber the cores."""
+        from distcheck.executors.ray_executor import local_cpus
+
+        workers, cores = _xdist_workers(config), local_cpus()
+        if workers > cores:
             config.issue_config_time_warning(
                 pytest.PytestConfigWarning(
-                    "distcheck: with pytest-xdist and no --distcheck-address, every xdist worker starts a local Ray "
-                    "of its own; give a cluster's address (`ray start --head`) to share one"
+                    f"distcheck: {workers} xdist workers on {cores} cores: the cores are oversubscribed "
+                    f"(-n {cores} or fewer keeps one process per core)"
                 ),
                 stacklevel=2,
             )
+        if _address_known():
+            return
+        import ray
+
+        from distcheck.executors.ray_executor import ensure_ray
+
+        self.started_ray = not ray.is_initialized()
+        ensure_ray()
+        self.address = ray.get_runtime_context().gcs_address
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """xdist: every worker joins the session's Ray."""
+        if self.address:
+            node.workerinput[_INPUT_KEY] = self.address
 
     def _set(self, owner: object, attribute: str, value: object) -> None:
         self.patched.append((owner, attribute, getattr(owner, attribute)))
@@ -116,7 +176,7 @@ class DistcheckSession:
         resolve = distcheck.api.resolve
 
         def counted(executor=None):
-            self.checks += 1
+            self.counts["checks"] += 1
             return _CountingExecutor(resolve(executor), self)
 
         self._set(distcheck.api, "resolve", counted)
@@ -137,7 +197,7 @@ class DistcheckSession:
         """On Ray, functions and autograd Functions defined in test modules travel by value:
         the workers cannot import test modules (not on a cluster's nodes; not on a local Ray's
         path either if it started before collection)."""
-        if (self.executor or os.environ.get(EXECUTOR_VARIABLE, "").strip().lower()) != "ray":
+        if self._executor() != "ray":
             return
         from ray import cloudpickle
 
@@ -154,25 +214,42 @@ class DistcheckSession:
             else:
                 os.environ[variable] = value
         self.saved_env.clear()
+        if self.threads is not None:
+            import torch
+
+            torch.set_num_threads(self.threads)
+            self.threads = None
+        if self.started_ray:  # the controller's local Ray for the session
+            import ray
+
+            ray.shutdown()
+            self.started_ray = False
 
     def summary(self) -> str:
-        checks = self.checks + sum(c for c, _ in self.xdist_workers)
-        tasks = self.tasks + sum(t for _, t in self.xdist_workers)
-        where = self.executor or os.environ.get(EXECUTOR_VARIABLE) or "serial"
+        total = {k: self.counts[k] + sum(w.get(k, 0) for w in self.xdist_workers) for k in _COUNTS}
+        where = self._executor()
         workers = f" over {len(self.xdist_workers)} xdist workers" if self.xdist_workers else ""
-        return f"distcheck: {checks} gradient check(s) ran through distcheck ({where}){workers}, in {tasks} task(s)"
+        line = f"distcheck: {total['checks']} gradient check(s) ran through distcheck ({where}){workers}"
+        if where != "ray":
+            return f"{line}, in {total['tasks']} task(s)"
+        local = total["small"] + total["unpicklable"]  # the rest stopped before running (refused inputs)
+        below = os.environ.get(LOCAL_BELOW_VARIABLE) or _default_local_below()
+        return (
+            f"{line}: {local} in-process ({total['small']} under {below} s of estimated work, "
+            f"{total['unpicklable']} unpicklable), {total['on_ray']} on Ray in {total['tasks']} task(s)"
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:  # an xdist worker: its controller sums and reports
-            workeroutput[_OUTPUT_KEY] = (self.checks, self.tasks)
+            workeroutput[_OUTPUT_KEY] = dict(self.counts)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         counts = getattr(node, "workeroutput", {}).get(_OUTPUT_KEY)
         if counts is not None:
-            self.xdist_workers.append(tuple(counts))
+            self.xdist_workers.append(dict(counts))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not hasattr(terminalreporter.config, "workerinput"):
@@ -196,11 +273,13 @@ def _in_place_of(original, replacement):
 
 
 class _CountingExecutor:
-    """An executor that counts the tasks it is given (units, for an in-process executor)."""
+    """The executor of one check, counting where the check ran (its first submission decides)
+    and the tasks it was given (units, for an in-process executor)."""
 
     def __init__(self, inner, session: DistcheckSession):
         self.inner, self.session = inner, session
         self.name = inner.name
+        self.placed = False
 
     @property
     def workers(self) -> int:
@@ -212,12 +291,32 @@ class _CountingExecutor:
 
     def submit(self, subject, units):
         results = self.inner.submit(subject, units)
-        self.session.tasks += getattr(results, "tasks", len(units))
+        counts = self.session.counts
+        where = getattr(results, "where", "ray" if self.name == "ray" else None)
+        if not self.placed and where in ("ray", "small", "unpicklable"):
+            counts["on_ray" if where == "ray" else where] += 1
+        self.placed = True
+        counts["tasks"] += getattr(results, "tasks", len(units))
         return results
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    workers = getattr(config.option, "numprocesses", None)
+    if isinstance(workers, int):
+        return workers
+    from distcheck.executors.ray_executor import local_cpus
+
+    return local_cpus()  # -n auto / logical
+
+
+def _default_local_below() -> str:
+    from distcheck.executors.ray_executor import LOCAL_BELOW
+
+    return repr(LOCAL_BELOW)
 
 
 def _address_known() -> bool:

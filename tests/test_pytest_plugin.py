@@ -74,10 +74,20 @@ def _summary(result) -> tuple[str, int, int]:
     lines = [line for line in result.outlines if line.startswith("distcheck: ")]
     assert len(lines) == 1, result.outlines
     found = re.fullmatch(
-        r"distcheck: (\d+) gradient check\(s\) ran through distcheck \((\w+)\), in (\d+) task\(s\)", lines[0]
+        r"distcheck: (\d+) gradient check\(s\) ran through distcheck \((\w+)\).* (\d+) task\(s\)", lines[0]
     )
     assert found, lines[0]
     return found.group(2), int(found.group(1)), int(found.group(3))
+
+
+def _placed(result) -> tuple[int, int, int, int]:
+    """From a Ray session's line: in-process checks (small, unpicklable), checks on Ray."""
+    (line,) = [line for line in result.outlines if line.startswith("distcheck: ")]
+    found = re.search(
+        r": (\d+) in-process \((\d+) under [\d.e-]+ s of estimated work, (\d+) unpicklable\), (\d+) on Ray", line
+    )
+    assert found, line
+    return tuple(map(int, found.groups()))
 
 
 def test_inert_unless_asked(pytester):
@@ -158,14 +168,51 @@ def test_with_xdist_the_counts_of_every_worker_are_summed(pytester):
 
 
 @pytest.mark.slow
-def test_with_xdist_and_ray_without_an_address_a_warning(pytester, monkeypatch):
+def test_with_xdist_and_ray_without_an_address_one_ray_for_the_session(pytester, monkeypatch, tmp_path):
+    """The controller starts one local Ray, every xdist worker joins it (one intra-op thread
+    each); the controller stops it at the end."""
     pytest.importorskip("xdist")
     for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
-    pytester.makepyfile("def test_nothing(): pass")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--distcheck-executor", "ray")
-    result.assert_outcomes(passed=1)
-    assert "every xdist worker starts a local Ray of its own" in result.stdout.str()
+    monkeypatch.setenv("SEEN", str(tmp_path / "seen"))
+    pytester.makepyfile(
+        """
+        import os
+        import ray
+        import torch
+
+        def test_a():
+            x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(torch.sinh, (x,))
+            assert torch.get_num_threads() == 1
+            with open(os.environ["SEEN"], "a") as f:
+                f.write(f"{os.getpid()} {ray.get_runtime_context().gcs_address}\\n")
+
+        test_b = test_a
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        "--distcheck-torch",
+        "--distcheck-executor",
+        "ray",
+        "--distcheck-local-below",
+        "0",
+    )
+    result.assert_outcomes(passed=2)
+    seen = [line.split() for line in (tmp_path / "seen").read_text().splitlines()]
+    assert len({pid for pid, _ in seen}) == 2 and len({address for _, address in seen}) == 1
+    assert "over 2 xdist workers: 0 in-process (0 under 0.0 s of estimated work, 0 unpicklable), 2 on Ray" in (
+        result.stdout.str()
+    )
+    host, port = seen[0][1].rsplit(":", 1)
+    import socket
+
+    with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=5):
+        pass  # the session's Ray is gone
 
 
 @pytest.mark.ray
@@ -214,10 +261,43 @@ def test_on_ray():
     assert torch.autograd.gradcheck(torch.sinh, (x,))
 """
     )
-    result = _run(pytester, "--distcheck-torch", "--distcheck-executor", "ray")
+    result = _run(pytester, "--distcheck-torch", "--distcheck-executor", "ray", "--distcheck-local-below", "0")
     result.assert_outcomes(passed=3)
     where, checks, tasks = _summary(result)
     assert (where, checks) == ("ray", 7) and tasks >= 5
+    # no threshold: every check that reaches the executor goes to Ray (the refused one does not)
+    placed = _placed(result)
+    assert placed[:3] == (0, 0, 0) and placed[3] >= 5
+
+
+UNPICKLABLE = """
+import torch
+
+
+class Unpicklable:
+    def __call__(self, x):
+        return x.tanh()
+
+    def __reduce__(self):
+        raise TypeError("not pickleable")
+
+
+def test_small_and_unpicklable():
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch.sin, (x,))
+    assert torch.autograd.gradcheck(Unpicklable(), (x,))
+"""
+
+
+@pytest.mark.ray
+def test_small_checks_in_process_unpicklable_ones_too(pytester, ray_cluster):  # noqa: F811
+    pytester.makepyfile(UNPICKLABLE)
+    result = _run(pytester, "--distcheck-torch", "--distcheck-executor", "ray", "--distcheck-local-below", "1e9")
+    result.assert_outcomes(passed=1)
+    assert _placed(result) == (2, 2, 0, 0)  # small: decided before anything is pickled
+    result = _run(pytester, "--distcheck-torch", "--distcheck-executor", "ray", "--distcheck-local-below", "0")
+    result.assert_outcomes(passed=1)
+    assert _placed(result) == (1, 0, 1, 1)
 
 
 from tests.executors.conftest import ray_cluster  # noqa: E402, F401 (the session's Ray)

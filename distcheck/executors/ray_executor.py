@@ -8,6 +8,13 @@
   submitted at once; results are collected in whatever order the reducer asks for them.
   Closing the results (after a failure) lets the remaining tasks finish and drops their
   results; cancelling them (a suite runner's timeout) stops them.
+- A check placed in-process (:meth:`RayExecutor.place`) runs its units here, lazily, as the
+  serial executor does (one intra-op thread: the same numbers): its estimated work (the cost
+  model's timings of one evaluation and one backward pass) is under ``local_below`` seconds, so
+  that a Ray round trip and the workers' parallelism cannot win it back; or its subject cannot
+  be pickled (an aten overload, a custom op). ``executor="ray"`` places checks under
+  :data:`LOCAL_BELOW` seconds in-process; ``RayExecutor()`` itself puts every picklable check
+  on Ray unless given ``local_below``.
 - Workers run engine math on one intra-op thread (as the serial executor does, so that the
   numbers are bitwise identical), with ``OMP_NUM_THREADS=1`` so that N tasks use N cores.
 
@@ -40,14 +47,28 @@ from ray.exceptions import RayError
 
 from distcheck.engines import get_engine, reference_scope, registry
 from distcheck.executors.ray_blocks import RayBlocks, default_block_bytes
+from distcheck.executors.serial import SerialResults
 from distcheck.plan.chunking import ChunkPolicy
-from distcheck.plan.cost_model import CostModel
+from distcheck.plan.cost_model import CostModel, unit_seconds
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit, UnitResult, execute
 
-__all__ = ["ADDRESS_VARIABLE", "RayExecutor", "RayResults", "cluster_cpus", "default_ray_executor", "ensure_ray"]
+__all__ = [
+    "ADDRESS_VARIABLE",
+    "LOCAL_BELOW",
+    "LocalResults",
+    "RayExecutor",
+    "RayResults",
+    "cluster_cpus",
+    "default_ray_executor",
+    "ensure_ray",
+]
 
 ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
+# Seconds of estimated work under which executor="ray" runs a check in-process (see docs/plugin.md
+# for the measurement); $DISTCHECK_LOCAL_BELOW overrides it (0: every picklable check on Ray).
+LOCAL_BELOW = 1.0
+LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
 # Environment of every worker this driver starts: one thread per task, whatever the library.
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # A task killed by Ray's memory monitor is retried this many times (Ray's default: forever).
@@ -319,6 +340,17 @@ class RayResults:
             ray.cancel(ref, force=True)
 
 
+class LocalResults(SerialResults):
+    """Results of a check the Ray executor placed in this process: ``where`` is "small" or
+    "unpicklable"; no Ray task."""
+
+    tasks = 0
+
+    def __init__(self, subject: Subject, units: Sequence[Unit], where: str):
+        super().__init__(subject, units, 1)
+        self.where = where
+
+
 class RayExecutor:
     """Runs a check's units as Ray tasks.
 
@@ -332,6 +364,9 @@ class RayExecutor:
     ``block_bytes``: the block budget (default ``$DISTCHECK_BLOCK_MB``, else 64 MB): a
     comparison whose Jacobians need more runs block by block on the workers, and the cost
     model keeps every unit's result under half of it.
+    ``local_below``: seconds of estimated work under which a check runs in-process (needs a
+    policy that measures costs; 0: never for that reason). A check whose subject cannot be
+    pickled always runs in-process.
     """
 
     name = "ray"
@@ -346,12 +381,15 @@ class RayExecutor:
         cancel_grace: float = 1.0,
         gpus: float | None = None,
         block_bytes: float | None = None,
+        local_below: float = 0.0,
     ):
         self.block_bytes = default_block_bytes() if block_bytes is None else block_bytes
         self.address, self.runtime_env, self.gpus = address, runtime_env, gpus
+        self.local_below = local_below
         self.max_retries, self.cancel_grace = max_retries, cancel_grace
         self._policy = policy if policy is not None else CostModel()
         self._subject_refs: dict[int, ray.ObjectRef] = {}
+        self._placed: dict[int, str] = {}  # where each live subject's check runs
         self._cpus: tuple[float, int] | None = None  # (when asked, CPUs)
 
     @property
@@ -371,7 +409,26 @@ class RayExecutor:
             return replace(self._policy, workers=self.workers, block_bytes=self.block_bytes)
         return self._policy
 
-    def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults:
+    def place(self, subject: Subject, units: Sequence[Unit]) -> str:
+        """Where a check runs: "ray", or in-process: "small" (estimated work under
+        ``local_below`` seconds) or "unpicklable" (its subject cannot be sent to workers)."""
+        if self.local_below > 0 and subject.costs is not None:
+            if sum(unit_seconds(unit, subject.costs) for unit in units) < self.local_below:
+                return "small"
+        ensure_ray(self.address, self.runtime_env)
+        try:
+            self._subject_ref(subject)
+        except Exception:  # pickling raises whatever the object's __reduce__ raises
+            return "unpicklable"
+        return "ray"
+
+    def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults | LocalResults:
+        where = self._placed.get(id(subject)) or self.place(subject, units)
+        if id(subject) not in self._placed:  # later submissions of the check go where it went
+            self._placed[id(subject)] = where
+            weakref.finalize(subject, self._placed.pop, id(subject), None)
+        if where != "ray":
+            return LocalResults(subject, units, where)
         ensure_ray(self.address, self.runtime_env)
         box = [self._subject_ref(subject)]
         tasks = getattr(self._policy, "tasks", None)
@@ -393,13 +450,21 @@ class RayExecutor:
         return f"RayExecutor(address={self.address!r}, policy={self._policy!r})"
 
 
-_defaults: dict[str | None, RayExecutor] = {}
+_defaults: dict[tuple[str | None, float], RayExecutor] = {}
+
+
+def local_below() -> float:
+    """``executor="ray"``'s threshold: ``$DISTCHECK_LOCAL_BELOW`` seconds, else :data:`LOCAL_BELOW`."""
+    value = os.environ.get(LOCAL_BELOW_VARIABLE, "").strip()
+    return float(value) if value else LOCAL_BELOW
 
 
 def default_ray_executor() -> RayExecutor:
-    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``)."""
+    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``
+    and threshold)."""
     address = os.environ.get(ADDRESS_VARIABLE, "").strip() or None
+    key = (address, local_below())
     with _init_lock:
-        if address not in _defaults:
-            _defaults[address] = RayExecutor(address)
-        return _defaults[address]
+        if key not in _defaults:
+            _defaults[key] = RayExecutor(address, local_below=key[1])
+        return _defaults[key]

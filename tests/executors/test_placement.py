@@ -1,0 +1,93 @@
+"""Where the Ray executor runs a check: in-process when its estimated work is under
+``local_below`` seconds or its subject cannot be pickled, on Ray otherwise; the verdict and the
+global RNG after the check are the same either way, and torch's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import distcheck
+from distcheck.check import plan_check
+from distcheck.executors.ray_executor import LocalResults, RayExecutor, RayResults, default_ray_executor, local_below
+from distcheck.options import CheckOptions
+
+
+class Unpicklable:
+    """tanh, that pickle refuses (as pybind11 functions and aten overloads are refused)."""
+
+    def __call__(self, x):
+        return x.tanh()
+
+    def __reduce__(self):
+        raise TypeError(f"{self!r} is not pickleable")
+
+
+def _x(n: int) -> torch.Tensor:
+    return torch.randn(n, dtype=torch.float64, requires_grad=True)
+
+
+def _submitted(executor: RayExecutor, func, inputs):
+    _, plan = plan_check(func, inputs, CheckOptions(), executor)
+    results = executor.submit(plan.subject, plan.units)
+    results.close()
+    return results
+
+
+def test_under_the_threshold_in_process_else_on_ray(ray_cluster):
+    small = _submitted(RayExecutor(local_below=1e9), torch.sin, (_x(4),))
+    assert isinstance(small, LocalResults) and (small.where, small.tasks) == ("small", 0)
+    large = _submitted(RayExecutor(local_below=1e-9), torch.sin, (_x(4),))
+    assert isinstance(large, RayResults) and large.tasks >= 1
+    assert isinstance(_submitted(RayExecutor(), torch.sin, (_x(4),)), RayResults)  # 0: no threshold
+
+
+def test_an_unpicklable_function_runs_in_process_and_passes(ray_cluster):
+    executor = RayExecutor()
+    assert _submitted(executor, Unpicklable(), (_x(5),)).where == "unpicklable"
+    assert distcheck.gradcheck(Unpicklable(), (_x(5),), executor=executor)
+    assert distcheck.gradgradcheck(Unpicklable(), (_x(5),), executor=executor)
+
+
+def test_the_default_ray_executor_reads_its_threshold(monkeypatch):
+    monkeypatch.delenv("DISTCHECK_LOCAL_BELOW", raising=False)
+    assert local_below() == default_ray_executor().local_below > 0
+    monkeypatch.setenv("DISTCHECK_LOCAL_BELOW", "0.25")
+    assert local_below() == 0.25
+
+
+@pytest.mark.parametrize("threshold", [0.0, 1e9], ids=["on ray", "in-process"])
+@pytest.mark.parametrize("fast_mode", [False, True], ids=["slow", "fast"])
+def test_the_global_rng_after_a_check_is_torchs(ray_cluster, threshold, fast_mode):
+    """Batched-gradient checks draw their grad-outputs from torch's global RNG: a test's next
+    samples, drawn after the check, must be those it draws under torch's gradcheck."""
+    options = dict(check_batched_grad=True, fast_mode=fast_mode)
+    func = lambda a, b: (a * b.exp(), a.sum() * b)  # noqa: E731 (two outputs: two draws each)
+    states = []
+    for check in (torch.autograd.gradcheck, distcheck.gradcheck):
+        torch.manual_seed(7)
+        inputs = (_x(6), _x(6))
+        kwargs = {"executor": RayExecutor(local_below=threshold)} if check is distcheck.gradcheck else {}
+        assert check(func, inputs, **options, **kwargs)
+        states.append(torch.get_rng_state())
+    assert torch.equal(*states)
+
+
+def test_the_verdict_of_a_wrong_gradient_does_not_depend_on_where(ray_cluster):
+    class WrongSquare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 3 * x
+
+    x, messages = _x(4), []
+    for threshold in (0.0, 1e9):
+        with pytest.raises(distcheck.GradcheckError, match="Jacobian mismatch") as raised:
+            distcheck.gradcheck(WrongSquare.apply, (x,), executor=RayExecutor(local_below=threshold))
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
