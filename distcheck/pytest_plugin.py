@@ -292,7 +292,7 @@ class _CountingExecutor:
     def submit(self, subject, units):
         results = self.inner.submit(subject, units)
         counts = self.session.counts
-        where = getattr(results, "where", "ray" if self.name == "ray" else None)
+        where = getattr(results, "placed", "ray" if self.name == "ray" else None)
         if not self.placed and where in ("ray", "small", "unpicklable"):
             counts["on_ray" if where == "ray" else where] += 1
         self.placed = True

@@ -341,14 +341,14 @@ class RayResults:
 
 
 class LocalResults(SerialResults):
-    """Results of a check the Ray executor placed in this process: ``where`` is "small" or
+    """Results of a check the Ray executor placed in this process: ``placed`` is "small" or
     "unpicklable"; no Ray task."""
 
     tasks = 0
 
     def __init__(self, subject: Subject, units: Sequence[Unit], where: str):
         super().__init__(subject, units, 1)
-        self.where = where
+        self.placed = where
 
 
 class RayExecutor:

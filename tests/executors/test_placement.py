@@ -36,7 +36,7 @@ def _submitted(executor: RayExecutor, func, inputs):
 
 def test_under_the_threshold_in_process_else_on_ray(ray_cluster):
     small = _submitted(RayExecutor(local_below=1e9), torch.sin, (_x(4),))
-    assert isinstance(small, LocalResults) and (small.where, small.tasks) == ("small", 0)
+    assert isinstance(small, LocalResults) and (small.placed, small.tasks) == ("small", 0)
     large = _submitted(RayExecutor(local_below=1e-9), torch.sin, (_x(4),))
     assert isinstance(large, RayResults) and large.tasks >= 1
     assert isinstance(_submitted(RayExecutor(), torch.sin, (_x(4),)), RayResults)  # 0: no threshold
@@ -44,7 +44,7 @@ def test_under_the_threshold_in_process_else_on_ray(ray_cluster):
 
 def test_an_unpicklable_function_runs_in_process_and_passes(ray_cluster):
     executor = RayExecutor()
-    assert _submitted(executor, Unpicklable(), (_x(5),)).where == "unpicklable"
+    assert _submitted(executor, Unpicklable(), (_x(5),)).placed == "unpicklable"
     assert distcheck.gradcheck(Unpicklable(), (_x(5),), executor=executor)
     assert distcheck.gradgradcheck(Unpicklable(), (_x(5),), executor=executor)
 
