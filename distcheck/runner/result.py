@@ -77,7 +77,8 @@ class Tally:
         """Cases per verdict (of one check kind, or all); ``xpass``, ``flaky`` only in a run that has some."""
         present = {verdict for _, verdict in self.by_kind}
         verdicts = [*VERDICTS[:5], *([XPASS] if XPASS in present else []), *VERDICTS[5:]]
-        counts = dict.fromkeys([*verdicts, FLAKY] if self.has_flaky else verdicts, 0)
+        # keyed by the verdicts' strings: what a summary prints and a report writes
+        counts = dict.fromkeys(map(str, [*verdicts, FLAKY] if self.has_flaky else verdicts), 0)
         for (kind, verdict), n in self.by_kind.items():
             if check is None or kind == check:
                 counts[verdict] += n
