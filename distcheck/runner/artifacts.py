@@ -72,6 +72,8 @@ def bounded(blocks: FailureBlocks, max_bytes: int = MAX_BYTES) -> CaseBlocks:
     if isinstance(blocks, WindowedBlocks):
         window = FailureBlocks(**{f.name: getattr(blocks, f.name) for f in dataclasses.fields(FailureBlocks)})
         return CaseBlocks(_plain(window), blocks.shape, blocks.row0, blocks.col0, blocks.worst)
+    if blocks.numerical.size == 0 or blocks.analytical.size == 0:  # nothing to centre a window on
+        return CaseBlocks(_plain(blocks), blocks.numerical.shape, 0, 0, (0, 0))
     itemsize = max(blocks.numerical.itemsize, blocks.analytical.itemsize)
     worst = _worst(blocks)
     row0, col0, height, width = window_of(blocks.numerical.shape, itemsize, worst, max_bytes)

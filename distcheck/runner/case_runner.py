@@ -94,7 +94,10 @@ def run_case(
             if decision == SPLIT:
                 return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
         verdict, message, blocks = judged(built, checker or distcheck_checker(SerialExecutor()))
-        kept = None if blocks is None else artifacts.bounded(blocks)
+        try:
+            kept = None if blocks is None else artifacts.bounded(blocks)
+        except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them
+            kept = None
         return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept)
 
 

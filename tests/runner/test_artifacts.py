@@ -55,3 +55,15 @@ def test_the_driver_stores_blocks_only_while_a_folder_is_open(tmp_path):
 def test_file_names_are_safe_and_distinct():
     a, b = artifacts.file_name("s::a/b::float64::sample0::grad"), artifacts.file_name("s::a_b::float64::sample0::grad")
     assert a != b and "/" not in a and ":" not in a and a.endswith(".npz")
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (4, 0), (0, 0)])
+def test_empty_blocks_are_kept_as_they_are(tmp_path, shape):
+    # a failed comparison of an input or output with no elements (linalg.norm's gradgrad
+    # xfail samples): its blocks are kept whole, never a crash of the case that failed
+    empty = np.zeros(shape)
+    kept = artifacts.bounded(artifacts.FailureBlocks(0, 1, empty, empty.copy(), 1e-5, 1e-3))
+    assert kept.shape == shape and (kept.row0, kept.col0) == (0, 0) and kept.worst == (0, 0)
+    with artifacts.storing(str(tmp_path)):
+        name = artifacts.store("torch-opinfo::linalg.norm::float64::sample32::gradgrad", kept)
+    assert artifacts.load(str(tmp_path / name)).window.numerical.shape == shape
