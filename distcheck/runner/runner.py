@@ -34,24 +34,11 @@ from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.collector import Collector
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
 from distcheck.runner.gpus import check_local, check_share, is_cuda
-from distcheck.runner.protocols import Dispatcher, Interrupted, Listener, Listeners, Sink
+from distcheck.runner.protocols import Dispatcher, Interrupted, Listener
 from distcheck.runner.records import CaseRecord
 from distcheck.runner.reruns import rerun
-from distcheck.runner.result import RunResult, Tally
+from distcheck.runner.result import RunResult
 from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
-
-# the run's parts, where callers found them before they had modules of their own
-__all__ = [
-    "Dispatcher",
-    "Interrupted",
-    "Listener",
-    "Listeners",
-    "RunOptions",
-    "RunResult",
-    "Sink",
-    "Tally",
-    "run_suite",
-]
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
