@@ -13,8 +13,8 @@
   (a quarter of the timeout if that is shorter): the items it started, the listings it made and
   the outcomes of the cases it finished since the last report; and at once when it runs out of
   work, starts work after being idle, or has found a case to split. So the driver reads a
-  message per runner per second, not per item (each message costs the driver ~0.3 ms of CPU,
-  in Ray's threads and its own), and knows of every busy runner the item it last heard of, and
+  message per runner per second, not per item (each message costs the driver CPU, in Ray's
+  threads and its own), and knows of every busy runner the item it last heard of, and
   since when; the queue knows what the runner took after that (see ``_Run.lost``).
 - **Timeouts.** When a runner has reported nothing for ``timeout`` seconds in an item, one of
   the item's unreported cases — or of an item it took since — is stuck. If that can only be one
@@ -100,8 +100,8 @@ _prepared: set[str] = set()
 
 def _prepare(suite: Suite) -> None:
     """Load what the suite needs in this worker, once; then keep it out of the garbage
-    collector's sight (an op database is ~400,000 objects: a full collection over them takes
-    0.2 s, and the cases' allocations trigger them)."""
+    collector's sight (an op database is hundreds of thousands of objects, which every full
+    collection the cases' allocations trigger would go over)."""
     if suite.name not in _prepared:
         suite.prepare()
         gc.freeze()
@@ -165,8 +165,7 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             outcome = run_case(suite, case.id, case.fingerprint, budget)
             done.add(k, case, outcome)
             # a case to split goes out at once: its coordinator starts on the driver's word, and
-            # this runner's next item may take long (the slow grad suite replayed at 64 workers
-            # found its last split case ~50 s late)
+            # this runner's next item may take long
             if time.monotonic() - reported >= report_every or _to_split(outcome):
                 yield report(done.event())
                 done = _Finished(item.id)
@@ -385,7 +384,7 @@ class _Run:
         if ready:
             # What the messages made (records, kept to the run's end; run_suite unfreezes them)
             # leaves the collector's sight: it would go over every record so far, again and
-            # again (a 20,000-case run: 0.1 s of the driver's CPU, growing with the run).
+            # again, at a cost growing with the run.
             gc.freeze()
 
     @staticmethod
@@ -532,8 +531,8 @@ class _Run:
     def pause(self) -> None:
         """A coordinator has started: its chunks are coming; runners stop as they finish their
         items. Not before: a coordinator's process may take seconds to start (a new worker
-        process that loads the suite), and runners that stopped at once left the cluster idle
-        meanwhile (the slow grad suite replayed at 64 workers: ~9 s)."""
+        process that loads the suite), and runners that stopped at once would leave the cluster
+        idle meanwhile."""
         if not self.paused:
             self.paused = True
             self.queue.pause.remote(True)
@@ -541,8 +540,7 @@ class _Run:
     def start_waiting(self) -> None:
         """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
         Jacobians for every worker, so a few fill the cluster; more would only add processes
-        (a coordinator loads the suite and assembles whole Jacobians on CPUs Ray does not count:
-        the slow grad suite on 2 cores: 753 s with its twelve ctc_loss cases at once, 655 s two at a time)."""
+        (a coordinator loads the suite and assembles whole Jacobians on CPUs Ray does not count)."""
         while self.waiting and len(self.splits) < self.max_splits:
             case = self.waiting.popleft()
             generator = self.split_task.remote(

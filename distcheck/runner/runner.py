@@ -162,8 +162,8 @@ def run_suite(
     listener.started(result)
     collector = Collector(listener, recorded, hold=options.reruns > 0)
     everything = itertools.chain([first], items)
-    # What is alive now (the suite's database, the libraries: ~400,000 objects for op_db) stays
-    # alive during the run: out of the garbage collector's sight, a full collection is not 0.2 s.
+    # What is alive now (the suite's database, the libraries) stays alive during the run: out of
+    # the garbage collector's sight, full collections do not go over it again and again.
     gc.freeze()
     try:
         dispatcher.run(collector.enumerate(everything), collector)
