@@ -182,7 +182,7 @@ def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
     import pickle
 
     from distcheck.runner.batches import CaseList
-    from distcheck.runner.case_runner import Outcome, to_record
+    from distcheck.runner.case_runner import Outcome
     from distcheck.runner.durations import CostlyRule
     from distcheck.runner.feed import Item
     from distcheck.runner.ray_dispatch import _Finished, share_of
@@ -198,7 +198,7 @@ def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
         share = share_of(listing, item.rule, group)
         done = _Finished(g)
         for k in share:
-            done.add(k, listing[k], to_record(listing[k], Outcome("pass", "", 0.001 + k * 1e-5, f"{k:016x}"), 1).wire())
+            done.add(k, listing[k], Outcome("pass", "", 0.001 + k * 1e-5, f"{k:016x}"))
         groups.append(info)
         reports.append(pickle.dumps([("start", item), ("listed", g, CaseList(listing), share), done.event()], 5))
     return groups, reports

@@ -26,7 +26,7 @@ from distcheck.runner import hash_seed  # noqa: E402
 def loops(suite, infos, budget):
     """The two loops over ``infos``: torch's gradcheck (as ``bench_suite.py``'s reference
     loop judges a case) and distcheck's case runner (as a runner runs a case)."""
-    from distcheck.runner.case_runner import reported_case, run_case
+    from distcheck.runner.case_runner import run_case, to_record
     from distcheck.runner.judge import judge, torch_checker
 
     checker = torch_checker()
@@ -38,9 +38,9 @@ def loops(suite, infos, budget):
         return time.perf_counter() - begin
 
     def distcheck_loop() -> float:
-        begin = time.perf_counter()
-        for info in infos:
-            reported_case(info, run_case(suite, info.id, info.fingerprint, budget))
+        begin, texts = time.perf_counter(), []
+        for info in infos:  # a record and its JSON text, as a runner makes them
+            texts.append(to_record(info, run_case(suite, info.id, info.fingerprint, budget), 1).json_text)
         return time.perf_counter() - begin
 
     return torch_loop, distcheck_loop
@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from distcheck.runner import select
     from distcheck.runner.budget import Budget
+    from distcheck.runner.runner import select
     from distcheck.suites import Selection, UsageError, get_suite
 
     torch.set_num_threads(1)

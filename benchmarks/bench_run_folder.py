@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from distcheck.runner import RunOptions, run_suite  # noqa: E402
-from distcheck.runner.records import CaseRecord  # noqa: E402
+from distcheck.runner.records import CaseRecord, RecordBatch  # noqa: E402
 from distcheck.runner.store import RunWriter, run_start  # noqa: E402
 from distcheck.suites import Selection, get_suite  # noqa: E402
 from distcheck.suites.base import CaseId  # noqa: E402
@@ -37,8 +37,7 @@ def writer_alone(records: int) -> float:
         writer = RunWriter(folder, {"$report_type": "RunStart"})
         start = time.perf_counter()
         for k in range(records):
-            writer.recorded(CaseRecord(record.case, record.verdict, record.message, k * 1e-3, 1))
-            writer.written.clear()  # the same id again: written every time
+            writer.recorded(RecordBatch([CaseRecord(record.case, record.verdict, record.message, k * 1e-3, 1)]))
         seconds = time.perf_counter() - start
         writer.close()
     return seconds / records * 1e6

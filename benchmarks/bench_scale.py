@@ -45,9 +45,8 @@ from benchmarks.sim.workload import from_recording  # noqa: E402
 from distcheck.executors.ray_executor import ensure_ray  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
-from distcheck.runner.batches import RecordBatch  # noqa: E402
 from distcheck.runner.protocols import Listener  # noqa: E402
-from distcheck.runner.records import CaseRecord  # noqa: E402
+from distcheck.runner.records import CaseRecord, RecordBatch  # noqa: E402
 from distcheck.runner.result import RunResult  # noqa: E402
 from distcheck.suites.base import Selection, UsageError  # noqa: E402
 from distcheck.suites.replay import ReplaySuite, replay_suite  # noqa: E402
@@ -56,32 +55,25 @@ SPLIT_SECONDS = RunOptions().split_seconds
 
 
 class Timeline(Listener):
-    """When the run started (driver clock) and when each case's record arrived. A runner's
-    batch is kept whole while the run goes (its records are made after it: the driver makes
-    none during a run, and this listener must not add that cost to what it measures)."""
+    """When the run started (driver clock) and when each case's record arrived. A batch is kept
+    whole while the run goes (its records are made after it: the driver makes none during a
+    run, and this listener must not add that cost to what it measures)."""
 
     def __init__(self):
         self.run_start = time.perf_counter()  # reset just before run_suite
         self.started_at: float | None = None
-        self._arrived: list[tuple[float, CaseRecord | RecordBatch]] = []
+        self._arrived: list[tuple[float, RecordBatch]] = []
 
     def started(self, result: RunResult) -> None:
         self.started_at = time.perf_counter()
 
-    def recorded(self, record: CaseRecord) -> None:
-        self._arrived.append((time.perf_counter(), record))
-
-    def recorded_batch(self, batch: RecordBatch) -> None:
+    def recorded(self, batch: RecordBatch) -> None:
         self._arrived.append((time.perf_counter(), batch))
 
     @functools.cached_property
     def arrivals(self) -> list[tuple[float, CaseRecord]]:
         """Every record with when it arrived (read after the run)."""
-        return [
-            (at, record)
-            for at, arrived in self._arrived
-            for record in (arrived.records() if isinstance(arrived, RecordBatch) else (arrived,))
-        ]
+        return [(at, record) for at, batch in self._arrived for record in batch.records()]
 
     def write(self, path: str) -> None:
         """One JSON line per record: seconds from the run's start, id, verdict, seconds, tasks."""

@@ -57,10 +57,10 @@ def check_junit_names(args: argparse.Namespace, suite: str) -> None:
 
 def write_files(args: argparse.Namespace, run) -> None:
     """The ``--junit`` and ``--html`` files of ``run`` (a loaded report), where ``args`` says."""
-    from distcheck.reports import html, junit
+    from distcheck.reports import html, junit, pytorch_junit
 
     if args.junit:
-        junit.write_file(args.junit, run, args.junit_names)
+        junit.write_file(args.junit, run, pytorch_junit.write if args.junit_names == "pytorch" else junit.write)
         print(f"JUnit XML: {args.junit}")
     if args.html:
         html.write_file(args.html, run)

@@ -110,8 +110,8 @@ def add_parser(commands) -> None:
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
-    from distcheck.runner import run_suite
     from distcheck.runner.protocols import Listeners
+    from distcheck.runner.runner import run_suite
     from distcheck.runner.signals import StopOnSignal
     from distcheck.runner.store import REPORT
 
@@ -143,10 +143,10 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _plan(args: argparse.Namespace, command: list[str]):
     """Check everything that can be checked before a case runs; open the run folder."""
-    from distcheck.runner import RunOptions
     from distcheck.runner.durations import load_durations
     from distcheck.runner.preflight import check_writable
     from distcheck.runner.resume import plan_new, plan_resume
+    from distcheck.runner.runner import RunOptions
 
     _check_conflicts(args)
     for path, what in ((args.json, "JSON report"), (args.junit, "JUnit XML"), (args.html, "HTML report")):
@@ -181,9 +181,9 @@ def _check_conflicts(args: argparse.Namespace) -> None:
 
 def _given(args: argparse.Namespace) -> list[str]:
     """The ``run`` options given on the command line (those that differ from their default)."""
-    from distcheck.cli import parser
-
-    defaults = vars(parser().parse_args(["run"]))
+    top = argparse.ArgumentParser()
+    add_parser(top.add_subparsers(dest="command"))
+    defaults = vars(top.parse_args(["run"]))
     return [name for name, value in vars(args).items() if value != defaults.get(name)]
 
 

@@ -115,7 +115,8 @@ class TorchEngine(Engine):
 
     def warm_up(self) -> None:
         """torch's first ``autograd.grad`` with grad-outputs imports ``torch.fx``'s symbolic
-        shapes and sympy (1.3 s): timed once, it made the first check on Ray 493 tasks, not 12."""
+        shapes and sympy, once per process: made here, that cost stays out of a check's timing
+        (the planner cuts a check into tasks by it)."""
         x = torch.ones(2, dtype=torch.float64, requires_grad=True)
         with torch.enable_grad():
             torch.autograd.grad(x * 2, x, torch.ones(2, dtype=torch.float64))

@@ -15,9 +15,8 @@ import time
 from typing import TextIO
 
 from distcheck.reports import repro
-from distcheck.runner.batches import RecordBatch
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import BAD, CaseRecord, RecordList
+from distcheck.runner.records import BAD, CaseRecord, RecordBatch, RecordList
 from distcheck.runner.result import RunResult
 
 BAR_WIDTH = 24
@@ -57,20 +56,7 @@ class ConsoleProgress(Listener):
     def enumerated(self, cases: int, complete: bool) -> None:
         self.total, self.complete = cases, complete
 
-    def recorded(self, record: CaseRecord) -> None:
-        self.done += 1
-        self.bad += record.verdict in BAD
-        now = time.monotonic()
-        if now - self._last_draw >= self.interval:
-            self._last_draw = now
-            self._draw(now)
-
-    def recorded_many(self, records: list[CaseRecord]) -> None:
-        self.done += len(records) - 1
-        self.bad += sum(record.verdict in BAD for record in records[:-1])
-        self.recorded(records[-1])
-
-    def recorded_batch(self, batch: RecordBatch) -> None:
+    def recorded(self, batch: RecordBatch) -> None:
         self.done += len(batch)
         self.bad += len(batch.bad)
         now = time.monotonic()

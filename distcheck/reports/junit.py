@@ -173,14 +173,9 @@ def properties(run: LoadedRun) -> dict[str, str]:
     return {name: str(value) for name, value in found.items()}
 
 
-NAMES = ("distcheck", "pytorch")  # a testcase per case, or per PyTorch test (pytorch_junit)
-
-
-def write_file(path: str, run: LoadedRun, names: str = "distcheck") -> None:
-    """The run's JUnit XML at ``path``, its testcases named by ``names`` (one of :data:`NAMES`)."""
-    from distcheck.reports import pytorch_junit
-
+def write_file(path: str, run: LoadedRun, writer: Callable = write) -> None:
+    """The run's JUnit XML at ``path``, written by ``writer`` (:func:`write`: a testcase per
+    case; :func:`distcheck.reports.pytorch_junit.write`: a testcase per PyTorch test)."""
     mode = str(run.info.get("mode") or "fast")
-    writer = pytorch_junit.write if names == "pytorch" else write
     with open(path, "w", encoding="utf-8") as out:
         writer(out, run.records, properties(run), lambda r: repro.command(r, mode))

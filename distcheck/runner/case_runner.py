@@ -114,15 +114,5 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
     return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks)
 
 
-def reported_case(info: CaseInfo, outcome: Outcome | SplitRequest) -> Outcome | SplitRequest | tuple:
-    """What a Ray runner reports for a case it finished: its record, made where it ran, as
-    :meth:`CaseRecord.wire` (a tuple, with the JSON text), so that the driver's work per case is
-    small; the outcome itself when the driver has to act on it (a split case to start,
-    Jacobian blocks to store)."""
-    if type(outcome) is SplitRequest or outcome.blocks is not None:
-        return outcome
-    return to_record(info, outcome, 1).wire()
-
-
 def timeout_record(info: CaseInfo, timeout: float | None, seconds: float, tasks: int) -> CaseRecord:
     return CaseRecord(info.id, TIMEOUT, f"stopped after {timeout:g} s (--timeout)", seconds, tasks)

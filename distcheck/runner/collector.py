@@ -10,17 +10,17 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from distcheck.kinds import Status
-from distcheck.runner.batches import CaseList, RecordBatch
+from distcheck.runner.batches import CaseList
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import BAD, CaseRecord, RecordList
+from distcheck.runner.records import CaseRecord, RecordBatch, RecordList
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 
 class Collector:
     """The run's :class:`Sink`: records from any thread, in enumeration order at the end (groups
     in the order enumerated, each group's cases in the order listed; a case recorded twice: its
-    last record). Records arrive one by one or in a runner's batches (kept as they came: no
-    object per case, see :mod:`.batches`). ``recorded``: the records of a resumed run (their
+    last record). Records arrive in batches, kept as they came (no object per case: see
+    :class:`RecordBatch`). ``recorded``: the records of a resumed run (their
     cases are not dispatched); ``hold``: bad records wait for reruns instead of going to the
     listener."""
 
@@ -34,7 +34,7 @@ class Collector:
         self.known = 0  # cases enumerated or listed
         self.unlisted = 0  # groups enumerated whose listing has not arrived
         self.enumerating = True
-        self.arrivals: list[CaseRecord | RecordBatch] = []  # in the order they came
+        self.arrivals: list[RecordBatch] = []  # in the order they came
         self.count = 0  # records in them
         self.held: dict[str, tuple[CaseInfo, CaseRecord]] = {}
         self.infos: dict[str, CaseInfo] = {}  # runnable cases enumerated here, while reruns may need them
@@ -57,13 +57,13 @@ class Collector:
             if isinstance(item, GroupInfo):
                 yield item
             elif item.key in self.recorded:
-                self.settle([self.recorded[item.key]])
+                self.settle(RecordBatch([self.recorded[item.key]]))
             elif item.status == RUN:
                 if self.hold:
                     self.infos[item.key] = item
                 yield item
             else:
-                self.emit([CaseRecord(item.id, Status(item.status).verdict, item.reason)])
+                self.emit(_decided([item]))
         with self.lock:
             self.enumerating = False
             self._tell()
@@ -85,28 +85,17 @@ class Collector:
             if self.hold:
                 self.listings[group.key] = cases
             self._tell()
-        decided = [CaseRecord(case.id, Status(case.status).verdict, case.reason) for case in cases.decided]
-        if decided:
-            self.emit(decided)
+        if cases.decided:
+            self.emit(_decided(cases.decided))
 
-    def emit(self, records: list[CaseRecord]) -> None:
-        if self.hold:
-            with self.lock:
-                for record in records:
-                    if record.verdict in BAD:
-                        self.held[record.id] = (self._info(record), record)
-            records = [record for record in records if record.verdict not in BAD]
-        self.settle(records)
-
-    def emit_batch(self, batch: RecordBatch) -> None:
+    def emit(self, batch: RecordBatch) -> None:
+        """Records of finished cases; with ``hold``, the bad ones wait for reruns."""
         if self.hold and batch.bad:
             batch, bad = batch.without(batch.bad)
-            self.emit(bad)
-        if batch:
             with self.lock:
-                self.arrivals.append(batch)
-                self.count += len(batch)
-                self.listener.recorded_batch(batch)
+                for record in bad:
+                    self.held[record.id] = (self._info(record), record)
+        self.settle(batch)
 
     def _info(self, record: CaseRecord) -> CaseInfo:
         """The enumerated or listed case of ``record`` (a case held for reruns)."""
@@ -116,13 +105,14 @@ class Collector:
         cases = self.listings[record.case.op, record.case.dtype]
         return cases[cases.keys.index(record.id)]
 
-    def settle(self, records: list[CaseRecord]) -> None:
-        if not records:
+    def settle(self, batch: RecordBatch) -> None:
+        """Final records: kept, and told to the listener."""
+        if not batch:
             return
         with self.lock:
-            self.arrivals.extend(records)
-            self.count += len(records)
-            self.listener.recorded_many(records)
+            self.arrivals.append(batch)
+            self.count += len(batch)
+            self.listener.recorded(batch)
 
     def _keys(self) -> Iterator[str]:
         """The keys of every case enumerated or listed, in order."""
@@ -138,15 +128,11 @@ class Collector:
         in order (records of no enumerated case, which a suite listing a group differently
         twice could make, come last)."""
         with self.lock:
-            latest: dict[str, CaseRecord | tuple[RecordBatch, int]] = {}
+            latest: dict[str, tuple[RecordBatch, int]] = {}
             tally: Counter = Counter()
-            for arrival in self.arrivals:
-                if type(arrival) is RecordBatch:
-                    latest.update(zip(arrival.keys, zip(itertools.repeat(arrival), range(len(arrival)))))
-                    tally.update(arrival.tally)
-                else:
-                    latest[arrival.id] = arrival
-                    tally[arrival.case.check, arrival.verdict] += 1
+            for batch in self.arrivals:
+                latest.update(zip(batch.keys, zip(itertools.repeat(batch), range(len(batch)))))
+                tally.update(batch.tally)
             entries = [entry for entry in map(latest.get, self._keys()) if entry is not None]
             in_order = len(entries)
             if in_order < len(latest):
@@ -155,3 +141,8 @@ class Collector:
             exact = len(latest) == self.count  # no case recorded twice: the batches' tallies add up
             self.complete = not self.enumerating and not self.unlisted and not self.held and in_order == self.known
             return RecordList(entries, tally if exact else None)
+
+
+def _decided(cases: Iterable[CaseInfo]) -> RecordBatch:
+    """The records of cases decided without running (skipped, xfail, error)."""
+    return RecordBatch(CaseRecord(case.id, Status(case.status).verdict, case.reason) for case in cases)

@@ -10,8 +10,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from distcheck.runner.batches import RecordBatch
-from distcheck.runner.records import CaseRecord
+from distcheck.runner.records import RecordBatch
 from distcheck.runner.result import RunResult
 from distcheck.suites.base import CaseInfo, GroupInfo
 
@@ -25,23 +24,10 @@ class Listener:
     def enumerated(self, cases: int, complete: bool) -> None:
         """``cases`` enumerated so far; ``complete`` once they all are."""
 
-    def recorded(self, record: CaseRecord) -> None:
-        """A case has its verdict (its final one: a case held for reruns is told once settled)."""
-
-    def recorded_many(self, records: list[CaseRecord]) -> None:
-        """Several cases have their verdicts (a runner's report): :meth:`recorded` for each,
-        unless the listener does better with the whole batch (one write for the run folder)."""
-        for record in records:
-            self.recorded(record)
-
-    def recorded_batch(self, batch: RecordBatch) -> None:
-        """Several cases have their verdicts, as a runner's batch (see :mod:`.batches`):
-        :meth:`recorded_many` of its records, made for it — unless this listener has neither
-        ``recorded`` nor ``recorded_many`` of its own (then there is nothing to tell, and no
-        record is made)."""
-        cls = type(self)
-        if cls.recorded is not Listener.recorded or cls.recorded_many is not Listener.recorded_many:
-            self.recorded_many(batch.records())
+    def recorded(self, batch: RecordBatch) -> None:
+        """Cases have their verdicts (their final ones: a case held for reruns is told once
+        settled), as a batch (a runner's report, or a single record): read its columns, or
+        ``batch.records()`` (made for whoever reads them)."""
 
     def finished(self, result: RunResult) -> None:
         """The run is over."""
@@ -61,17 +47,9 @@ class Listeners(Listener):
         for listener in self.listeners:
             listener.enumerated(cases, complete)
 
-    def recorded(self, record: CaseRecord) -> None:
+    def recorded(self, batch: RecordBatch) -> None:
         for listener in self.listeners:
-            listener.recorded(record)
-
-    def recorded_many(self, records: list[CaseRecord]) -> None:
-        for listener in self.listeners:
-            listener.recorded_many(records)
-
-    def recorded_batch(self, batch: RecordBatch) -> None:
-        for listener in self.listeners:
-            listener.recorded_batch(batch)
+            listener.recorded(batch)
 
     def finished(self, result: RunResult) -> None:
         for listener in self.listeners:
@@ -85,14 +63,12 @@ class Interrupted(BaseException):
 
 class Sink(Protocol):
     """Where a dispatcher sends what it learns: the listing of a group (its cases, runnable or
-    decided while listing) and the records of finished cases (a list per message, or a
-    runner's :class:`~distcheck.runner.batches.RecordBatch`: the driver's work is per batch)."""
+    decided while listing) and the records of finished cases, as a
+    :class:`~distcheck.runner.records.RecordBatch` (a runner's report, or a single record)."""
 
     def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None: ...
 
-    def emit(self, records: list[CaseRecord]) -> None: ...
-
-    def emit_batch(self, batch: RecordBatch) -> None: ...
+    def emit(self, batch: RecordBatch) -> None: ...
 
 
 class Dispatcher(Protocol):

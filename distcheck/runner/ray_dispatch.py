@@ -13,8 +13,8 @@
   (a quarter of the timeout if that is shorter): the items it started, the listings it made and
   the outcomes of the cases it finished since the last report; and at once when it runs out of
   work, starts work after being idle, or has found a case to split. So the driver reads a
-  message per runner per second, not per item (each message costs the driver ~0.3 ms of CPU,
-  in Ray's threads and its own), and knows of every busy runner the item it last heard of, and
+  message per runner per second, not per item (each message costs the driver CPU, in Ray's
+  threads and its own), and knows of every busy runner the item it last heard of, and
   since when; the queue knows what the runner took after that (see ``_Run.lost``).
 - **Timeouts.** When a runner has reported nothing for ``timeout`` seconds in an item, one of
   the item's unreported cases — or of an item it took since — is stuck. If that can only be one
@@ -61,13 +61,13 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distcheck.executors.ray_executor import cluster_cpus, cluster_gpus, ensure_ray
 from distcheck.runner import hash_seed
-from distcheck.runner.batches import CaseList, RecordBatch
+from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Budget
-from distcheck.runner.case_runner import Outcome, SplitRequest, reported_case, run_case, timeout_record, to_record
+from distcheck.runner.case_runner import Outcome, SplitRequest, run_case, timeout_record, to_record
 from distcheck.runner.durations import CostlyRule, Durations
 from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
-from distcheck.runner.records import ERROR, CaseRecord
+from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.split import run_split
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
@@ -100,8 +100,8 @@ _prepared: set[str] = set()
 
 def _prepare(suite: Suite) -> None:
     """Load what the suite needs in this worker, once; then keep it out of the garbage
-    collector's sight (an op database is ~400,000 objects: a full collection over them takes
-    0.2 s, and the cases' allocations trigger them)."""
+    collector's sight (an op database is hundreds of thousands of objects, which every full
+    collection the cases' allocations trigger would go over)."""
     if suite.name not in _prepared:
         suite.prepare()
         gc.freeze()
@@ -115,8 +115,8 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
     :class:`~distcheck.runner.batches.CaseList`; or ``("unlisted", item id, message)``),
     ``("done", item id, upto, batch, [(k, outcome), ...])`` for the item's cases before the
     ``upto``-th not reported yet: their records as a
-    :class:`~distcheck.runner.batches.RecordBatch`, and the outcomes the driver acts on (see
-    ``reported_case``), ``("idle",)``. A list goes out every ``report_every`` seconds of work,
+    :class:`~distcheck.runner.records.RecordBatch`, and the outcomes the driver acts on (see
+    :class:`_Finished`), ``("idle",)``. A list goes out every ``report_every`` seconds of work,
     when the runner runs out of work, and when it starts work after being idle (so the driver
     knows it is busy); otherwise starts and listings wait for the next report, so that the
     driver's messages grow with time, not with items (see ``_Run.lost`` for what it then knows)."""
@@ -162,11 +162,10 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
             cases = [listing[k] for k in share]
         done = _Finished(item.id)
         for k, case in enumerate(cases):
-            outcome = reported_case(case, run_case(suite, case.id, case.fingerprint, budget))
+            outcome = run_case(suite, case.id, case.fingerprint, budget)
             done.add(k, case, outcome)
             # a case to split goes out at once: its coordinator starts on the driver's word, and
-            # this runner's next item may take long (the slow grad suite replayed at 64 workers
-            # found its last split case ~50 s late)
+            # this runner's next item may take long
             if time.monotonic() - reported >= report_every or _to_split(outcome):
                 yield report(done.event())
                 done = _Finished(item.id)
@@ -177,34 +176,33 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
         yield events
 
 
-def _to_split(outcome: Outcome | SplitRequest | tuple) -> bool:
+def _to_split(outcome: Outcome | SplitRequest) -> bool:
     return type(outcome) is SplitRequest
 
 
 class _Finished:
-    """The cases of an item that a runner finished since its last report: the records made on
-    the worker go into one :class:`RecordBatch`, the outcomes the driver acts on (a case to
-    split, Jacobian blocks to store) apart, with their index in the item."""
+    """The cases of an item that a runner finished since its last report: their records, made
+    on the worker, go as one :class:`RecordBatch`; the outcomes the driver acts on (a case to
+    split, Jacobian blocks to store in the run folder) go apart, with their index in the item,
+    and become records there."""
 
     def __init__(self, item_id: int):
         self.item_id, self.upto = item_id, None
-        self.keys: list[str] = []
-        self.wires: list[tuple] = []
+        self.records: list[CaseRecord] = []
         self.outcomes: list[tuple[int, Outcome | SplitRequest]] = []
 
-    def add(self, k: int, case: CaseInfo, reported: Outcome | SplitRequest | tuple) -> None:
-        if type(reported) is tuple:
-            self.keys.append(case.key)
-            self.wires.append(reported)
+    def add(self, k: int, case: CaseInfo, outcome: Outcome | SplitRequest) -> None:
+        if type(outcome) is SplitRequest or outcome.blocks is not None:
+            self.outcomes.append((k, outcome))
         else:
-            self.outcomes.append((k, reported))
+            self.records.append(to_record(case, outcome, 1))
         self.upto = k + 1
 
     def __bool__(self) -> bool:
         return self.upto is not None
 
     def event(self) -> tuple:
-        return ("done", self.item_id, self.upto, RecordBatch(self.keys, self.wires), self.outcomes)
+        return ("done", self.item_id, self.upto, RecordBatch(self.records), self.outcomes)
 
 
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming", _generator_backpressure_num_objects=1)
@@ -227,7 +225,7 @@ def _careful(item: Item, suite: Suite, budget: Budget, selection: Selection):
         cases = [listing[k] for k in share]
     for k, case in enumerate(cases):
         done = _Finished(item.id)
-        done.add(k, case, reported_case(case, run_case(suite, case.id, case.fingerprint, budget)))
+        done.add(k, case, run_case(suite, case.id, case.fingerprint, budget))
         yield [done.event()]
 
 
@@ -386,7 +384,7 @@ class _Run:
         if ready:
             # What the messages made (records, kept to the run's end; run_suite unfreezes them)
             # leaves the collector's sight: it would go over every record so far, again and
-            # again (a 20,000-case run: 0.1 s of the driver's CPU, growing with the run).
+            # again, at a cost growing with the run.
             gc.freeze()
 
     @staticmethod
@@ -451,8 +449,9 @@ class _Run:
                 records += [self.deaths.settle(record) for record in again]
         runner.current = upto
         if batch:
-            self.sink.emit_batch(batch)
-        self.sink.emit(records)
+            self.sink.emit(batch)
+        if records:
+            self.sink.emit(RecordBatch(records))
 
     def on_idle(self, runner: _Runner) -> None:
         runner.item = None
@@ -488,24 +487,19 @@ class _Run:
                 self.start_careful(Item(item.id, group=item.group, careful=True))
         elif death is not None and death.kind == NODE_LOST and unreported:
             exhausted = self.deaths.node_lost([case.key for case in unreported], death)
-            self.sink.emit(
-                [
-                    CaseRecord(case.id, ERROR, exhausted[case.key], 0.0, 1)
-                    for case in unreported
-                    if case.key in exhausted
-                ]
-            )
+            given_up = [case for case in unreported if case.key in exhausted]
+            self.sink.emit(RecordBatch(CaseRecord(case.id, ERROR, exhausted[case.key], 0.0, 1) for case in given_up))
             rest = [case for case in unreported if case.key not in exhausted]
         elif unreported and runner.culprit_known and not moved_on:
             case, rest = unreported[0], unreported[1:]
             if death is None:
-                self.sink.emit([timeout_record(case, self.d.timeout, timed_out, tasks=1)])
+                self.sink.emit(RecordBatch([timeout_record(case, self.d.timeout, timed_out, tasks=1)]))
             else:
                 message = self.deaths.died(case.key, death)
                 if message is None:  # a first crash: once more, alone
                     self.start_careful(Item(item.id, cases=(case,), careful=True))
                 else:
-                    self.sink.emit([CaseRecord(case.id, ERROR, message, 0.0, 1)])
+                    self.sink.emit(RecordBatch([CaseRecord(case.id, ERROR, message, 0.0, 1)]))
         elif unreported:
             self.start_careful(Item(item.id, cases=tuple(unreported), careful=True))
         if rest:
@@ -537,8 +531,8 @@ class _Run:
     def pause(self) -> None:
         """A coordinator has started: its chunks are coming; runners stop as they finish their
         items. Not before: a coordinator's process may take seconds to start (a new worker
-        process that loads the suite), and runners that stopped at once left the cluster idle
-        meanwhile (the slow grad suite replayed at 64 workers: ~9 s)."""
+        process that loads the suite), and runners that stopped at once would leave the cluster
+        idle meanwhile."""
         if not self.paused:
             self.paused = True
             self.queue.pause.remote(True)
@@ -546,8 +540,7 @@ class _Run:
     def start_waiting(self) -> None:
         """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
         Jacobians for every worker, so a few fill the cluster; more would only add processes
-        (a coordinator loads the suite and assembles whole Jacobians on CPUs Ray does not count:
-        the slow grad suite on 2 cores: 753 s with its twelve ctc_loss cases at once, 655 s two at a time)."""
+        (a coordinator loads the suite and assembles whole Jacobians on CPUs Ray does not count)."""
         while self.waiting and len(self.splits) < self.max_splits:
             case = self.waiting.popleft()
             generator = self.split_task.remote(
@@ -568,14 +561,15 @@ class _Run:
         message, error = self.message(generator, self.splits)
         if message is _ENDED:
             if error is not None:
-                self.sink.emit([CaseRecord(split.case.id, ERROR, f"the split case stopped: {error}", 0.0, 1)])
+                stopped = CaseRecord(split.case.id, ERROR, f"the split case stopped: {error}", 0.0, 1)
+                self.sink.emit(RecordBatch([stopped]))
             return
         if message is None:
             split.since = time.monotonic()
             self.pause()
             return
         outcome, tasks = message
-        self.sink.emit([to_record(split.case, outcome, tasks)])
+        self.sink.emit(RecordBatch([to_record(split.case, outcome, tasks)]))
 
     def enforce_timeouts(self, now: float) -> None:
         if self.d.timeout is None:
@@ -589,4 +583,4 @@ class _Run:
             if split.since is not None and now - split.since > self.d.timeout:
                 ray.cancel(generator, force=True, recursive=True)  # its chunks too
                 del self.splits[generator]
-                self.sink.emit([timeout_record(split.case, self.d.timeout, now - split.since, tasks=1)])
+                self.sink.emit(RecordBatch([timeout_record(split.case, self.d.timeout, now - split.since, tasks=1)]))

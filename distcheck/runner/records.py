@@ -1,9 +1,12 @@
-"""What a run says about each case: its verdict, message, time and number of tasks."""
+"""What a run says about each case: its verdict, message, time and number of tasks (a
+:class:`CaseRecord`); records as they travel and are kept, in columns (a :class:`RecordBatch`);
+a run's records in order (a :class:`RecordList`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -79,22 +82,6 @@ class CaseRecord:
         report both write it (the C encoder; an indented dump runs Python code per value)."""
         return _COMPACT.encode(self.to_json())
 
-    def wire(self) -> tuple:
-        """The record as a runner sends it to the driver: a plain tuple (a pickled dataclass
-        costs the driver several times more to load), its JSON text made on the worker. Only
-        for records of one task without blocks or attempts (what a runner makes)."""
-        return (self.verdict, self.message, self.seconds, self.estimate, self.json_text)
-
-    @classmethod
-    def from_wire(cls, case: CaseId, wire: tuple) -> CaseRecord:
-        """The record :meth:`wire` sent, for ``case`` (the driver's own id of it)."""
-        verdict, message, seconds, estimate, text = wire
-        record = object.__new__(cls)  # the fields set at once: a frozen dataclass's __init__ sets each apart
-        record.__dict__.update(_WIRE_DEFAULTS)
-        record.__dict__.update(case=case, verdict=verdict, message=message, seconds=seconds, estimate=estimate)
-        record.__dict__["json_text"] = text  # what the cached property would make again
-        return record
-
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> CaseRecord:
         """The record :meth:`to_json` wrote (raises ValueError or KeyError on another shape)."""
@@ -111,31 +98,137 @@ class CaseRecord:
         )
 
 
-_WIRE_DEFAULTS = {"tasks": 1, "blocks": None, "attempts": None}  # of a record from the wire (see CaseRecord.wire)
+class RecordBatch:
+    """Records as columns: the one shape in which records travel, from where they are made (a
+    runner on a worker, the driver, a serial run) to the collector, the listeners (the run
+    folder, the progress line) and the run's :class:`RecordList`. A single record is a batch of
+    one. The columns are the records' fields (``keys``: their id texts; ``estimates``,
+    ``blocks``, ``attempts``: None when no record has one) and ``bodies``, each record's
+    compact JSON text without its opening brace: the run folder writes a batch in one join of
+    them, the JSON report a run in one. ``tally``: the batch's (check kind, verdict) counts;
+    ``bad``: the positions of its bad records.
+
+    Pickled, a batch is its columns, the JSON texts made where the records were (a runner's
+    batch costs the driver a few lists to load, not an object per case); a :class:`CaseRecord`
+    is made from them only when one is read (:meth:`record`), once."""
+
+    FIELDS = ("keys", "verdicts", "messages", "seconds", "tasks", "estimates", "blocks", "attempts")
+    __slots__ = (*FIELDS, "_bodies", "tally", "bad", "_records")
+
+    def __init__(self, records: Iterable[CaseRecord] = ()):
+        records = list(records)
+        self.keys = [record.id for record in records]
+        self.verdicts = [record.verdict for record in records]
+        self.messages = [record.message for record in records]
+        self.seconds = [record.seconds for record in records]
+        self.tasks = [record.tasks for record in records]
+        self.estimates = _optional([record.estimate for record in records])
+        self.blocks = _optional([record.blocks for record in records])
+        self.attempts = _optional([record.attempts for record in records])
+        self._bodies: list[str] | None = None  # made when first read (a report's records may never need them)
+        self._records: list[CaseRecord | None] | None = records
+        self._summarize()
+
+    @property
+    def bodies(self) -> list[str]:
+        if self._bodies is None:
+            self._bodies = [record.json_text[1:] for record in self._records]
+        return self._bodies
+
+    def _summarize(self) -> None:
+        """The batch's tally of (check kind, verdict) and its bad records, from its columns."""
+        self.tally = dict(Counter(zip(map(check_of, self.keys), self.verdicts)))
+        self.bad = tuple(j for j, verdict in enumerate(self.verdicts) if verdict in BAD)
+
+    def __reduce__(self):
+        columns = [getattr(self, name) for name in RecordBatch.FIELDS]
+        return _load_batch, (*columns, self.bodies, self.tally, self.bad)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+    def record(self, j: int) -> CaseRecord:
+        """The ``j``-th record (made from the columns when first read)."""
+        if self._records is None:
+            self._records = [None] * len(self.keys)
+        record = self._records[j]
+        if record is None:
+            fields = [None if (column := getattr(self, name)) is None else column[j] for name in RecordBatch.FIELDS[1:]]
+            record = self._records[j] = _record(CaseId.parse(self.keys[j]), *fields, "{" + self.bodies[j])
+        return record
+
+    def records(self) -> list[CaseRecord]:
+        return [self.record(j) for j in range(len(self.keys))]
+
+    def without(self, indices: Iterable[int]) -> tuple[RecordBatch, list[CaseRecord]]:
+        """This batch less the records at ``indices``, and those records."""
+        out = set(indices)
+        kept = [j for j in range(len(self.keys)) if j not in out]
+        rest = object.__new__(RecordBatch)
+        for name in (*RecordBatch.FIELDS, "_bodies", "_records"):
+            column = getattr(self, name)
+            setattr(rest, name, None if column is None else [column[j] for j in kept])
+        rest._summarize()
+        return rest, [self.record(j) for j in sorted(out)]
+
+    def __repr__(self) -> str:
+        return f"RecordBatch({len(self.keys)} records: {self.tally})"
+
+
+def _optional(column: list) -> list | None:
+    """``column``, or None if it holds nothing but None (a batch of records without that field)."""
+    return column if any(value is not None for value in column) else None
+
+
+def _load_batch(*columns: Any) -> RecordBatch:
+    batch = object.__new__(RecordBatch)
+    for name, column in zip((*RecordBatch.FIELDS, "_bodies", "tally", "bad"), columns):
+        setattr(batch, name, column)
+    batch._records = None
+    return batch
+
+
+def _record(case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, text: str) -> CaseRecord:
+    """A record of a batch, its fields set at once (a frozen dataclass's ``__init__`` sets each
+    apart) and its JSON text the one made with it."""
+    record = object.__new__(CaseRecord)
+    record.__dict__.update(
+        case=case,
+        verdict=verdict,
+        message=message,
+        seconds=seconds,
+        tasks=tasks,
+        estimate=estimate,
+        blocks=blocks,
+        attempts=attempts,
+        json_text=text,  # what the cached property would make again
+    )
+    return record
 
 
 class RecordList(Sequence[CaseRecord]):
-    """A run's records, in order. Each entry is a :class:`CaseRecord`, or ``(batch, j)``: the
-    ``j``-th record of a runner's :class:`~distcheck.runner.batches.RecordBatch`, made when it
-    is first read (a Ray run's driver makes no object per case: see :mod:`.batches`). What the
-    end of a run reads of every case — the tally, the JSON texts, the slowest and the bad
-    cases — comes from the batches' columns, without making the records. ``tally``: the
-    tally of the entries, when the maker knows it (summed from the batches')."""
+    """A run's records, in order: each entry is ``(batch, j)``, the ``j``-th record of a
+    :class:`RecordBatch`, made when it is first read. What the end of a run reads of every
+    case — the tally, the JSON texts, the slowest and the bad cases — comes from the batches'
+    columns, without making the records. ``tally``: the tally of the entries, when the maker
+    knows it (summed from the batches')."""
 
     __slots__ = ("_entries", "_tally")
 
-    def __init__(self, entries: Iterable[CaseRecord | tuple[Any, int]] = (), tally: Counter | None = None):
+    def __init__(self, entries: Iterable[tuple[RecordBatch, int]] = (), tally: Counter | None = None):
         self._entries = list(entries)
         self._tally = tally
 
     @classmethod
     def of(cls, records: Sequence[CaseRecord]) -> RecordList:
-        """``records`` as a RecordList (a list is wrapped, not copied)."""
+        """``records`` as a RecordList (a run's is itself; other records become one batch)."""
         if isinstance(records, RecordList):
             return records
-        wrapped = cls()
-        wrapped._entries = records if isinstance(records, list) else list(records)
-        return wrapped
+        batch = RecordBatch(records)
+        return cls(zip(itertools.repeat(batch), range(len(batch))))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -143,14 +236,12 @@ class RecordList(Sequence[CaseRecord]):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[k] for k in range(*index.indices(len(self._entries)))]
-        entry = self._entries[index]
-        if type(entry) is tuple:
-            entry = self._entries[index] = entry[0].record(entry[1])
-        return entry
+        batch, j = self._entries[index]
+        return batch.record(j)
 
     def __iter__(self) -> Iterator[CaseRecord]:
-        for k in range(len(self._entries)):
-            yield self[k]
+        for batch, j in self._entries:
+            yield batch.record(j)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
@@ -162,30 +253,27 @@ class RecordList(Sequence[CaseRecord]):
     def __repr__(self) -> str:
         return f"RecordList({len(self._entries)} records)"
 
-    def _column(self, name: str, of_record) -> list:
-        """One field of every entry, from the batches' columns where an entry is in one."""
-        return [
-            getattr(entry[0], name)[entry[1]] if type(entry) is tuple else of_record(entry) for entry in self._entries
-        ]
+    def _column(self, name: str) -> list:
+        """One column of every entry's batch, in order."""
+        return [getattr(batch, name)[j] for batch, j in self._entries]
 
     def verdicts(self) -> list[Verdict]:
-        return self._column("verdicts", lambda record: record.verdict)
+        return self._column("verdicts")
 
     def tally(self) -> Counter:
         """Cases per (check kind, verdict)."""
         if self._tally is None:
-            checks = map(check_of, self._column("keys", lambda record: record.id))
-            self._tally = Counter(zip(checks, self.verdicts()))
+            self._tally = Counter(zip(map(check_of, self._column("keys")), self.verdicts()))
         return self._tally
 
     def bodies(self) -> list[str]:
         """Each record's compact JSON text without its opening brace (see ``json_text``)."""
-        return self._column("bodies", lambda record: record.json_text[1:])
+        return self._column("bodies")
 
     def slowest(self, n: int) -> list[CaseRecord]:
         """The ``n`` slowest records of cases that ran (``tasks`` > 0), slowest first; ties in
         run order."""
-        seconds = self._column("seconds", lambda record: record.seconds if record.tasks > 0 else None)
+        seconds = [batch.seconds[j] if batch.tasks[j] > 0 else None for batch, j in self._entries]
         ran = [k for k, s in enumerate(seconds) if s is not None]
         return [self[k] for k in heapq.nlargest(n, ran, key=seconds.__getitem__)]
 

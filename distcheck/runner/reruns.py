@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from distcheck.runner.batches import RecordBatch
 from distcheck.runner.collector import Collector
 from distcheck.runner.protocols import Dispatcher
-from distcheck.runner.records import FLAKY, PASS, CaseRecord
+from distcheck.runner.records import FLAKY, PASS, CaseRecord, RecordBatch
 from distcheck.suites.base import CaseInfo, GroupInfo
 
 
@@ -22,10 +21,7 @@ class _Outcomes:
     def listed(self, group: GroupInfo, cases: Sequence[CaseInfo]) -> None:
         raise AssertionError("a rerun dispatches listed cases only")
 
-    def emit(self, records: list[CaseRecord]) -> None:
-        self.records.extend(records)
-
-    def emit_batch(self, batch: RecordBatch) -> None:
+    def emit(self, batch: RecordBatch) -> None:
         self.records.extend(batch.records())
 
 
@@ -49,9 +45,10 @@ def rerun(dispatcher: Dispatcher, collector: Collector, reruns: int) -> None:
             if record.verdict == PASS:
                 _, first = collector.held.pop(record.id)
                 message = f"passed on rerun {k} of {reruns}; the first run said {first.verdict}: {first.message}"
-                collector.settle([replace(first, verdict=FLAKY, message=message, attempts=tuple(attempts[record.id]))])
+                flaky = replace(first, verdict=FLAKY, message=message, attempts=tuple(attempts[record.id]))
+                collector.settle(RecordBatch([flaky]))
     if dispatcher.stop.is_set():
         return  # held cases have no final verdict: a resume runs them again
     for key, (_, first) in list(collector.held.items()):
         del collector.held[key]
-        collector.settle([replace(first, attempts=tuple(attempts[key]))])
+        collector.settle(RecordBatch([replace(first, attempts=tuple(attempts[key]))]))

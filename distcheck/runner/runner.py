@@ -34,24 +34,11 @@ from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.collector import Collector
 from distcheck.runner.durations import COSTLY, CostlyRule, Durations
 from distcheck.runner.gpus import check_local, check_share, is_cuda
-from distcheck.runner.protocols import Dispatcher, Interrupted, Listener, Listeners, Sink
+from distcheck.runner.protocols import Dispatcher, Interrupted, Listener
 from distcheck.runner.records import CaseRecord
 from distcheck.runner.reruns import rerun
-from distcheck.runner.result import RunResult, Tally
+from distcheck.runner.result import RunResult
 from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
-
-# the run's parts, where callers found them before they had modules of their own
-__all__ = [
-    "Dispatcher",
-    "Interrupted",
-    "Listener",
-    "Listeners",
-    "RunOptions",
-    "RunResult",
-    "Sink",
-    "Tally",
-    "run_suite",
-]
 
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
@@ -175,8 +162,8 @@ def run_suite(
     listener.started(result)
     collector = Collector(listener, recorded, hold=options.reruns > 0)
     everything = itertools.chain([first], items)
-    # What is alive now (the suite's database, the libraries: ~400,000 objects for op_db) stays
-    # alive during the run: out of the garbage collector's sight, a full collection is not 0.2 s.
+    # What is alive now (the suite's database, the libraries) stays alive during the run: out of
+    # the garbage collector's sight, full collections do not go over it again and again.
     gc.freeze()
     try:
         dispatcher.run(collector.enumerate(everything), collector)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import run_case, timeout_record, to_record
+from distcheck.runner.records import RecordBatch
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite
 
 if TYPE_CHECKING:
@@ -84,6 +85,6 @@ class SerialDispatcher:
             with alarm(self.timeout):
                 outcome = run_case(self.suite, info.id, info.fingerprint, self.budget)
         except CaseTimeout:
-            sink.emit([timeout_record(info, self.timeout, time.perf_counter() - start, tasks=1)])
+            sink.emit(RecordBatch([timeout_record(info, self.timeout, time.perf_counter() - start, tasks=1)]))
             return
-        sink.emit([to_record(info, outcome, tasks=1)])
+        sink.emit(RecordBatch([to_record(info, outcome, tasks=1)]))

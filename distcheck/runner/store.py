@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from distcheck.engines import get_engine
-from distcheck.runner.batches import RecordBatch
 from distcheck.runner.preflight import check_writable
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import CaseRecord
+from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.result import RunResult
 from distcheck.runner.runner import RunOptions
 from distcheck.suites.base import Selection, UsageError
@@ -136,7 +135,7 @@ class RunWriter(Listener):
 
     def __init__(self, folder: str | os.PathLike, start: dict[str, Any] | None, written: set[str] = frozenset()):
         self.path = Path(folder) / RECORDS
-        self.written = set(written)  # case ids already in the file
+        self.written = frozenset(written)  # case ids in the file already (a resumed run's)
         self._first = start if start is not None else {TYPE: RUN_RESUME, "resumed": _now(), "versions": versions()}
         self._lock = threading.Lock()
         self._file = None
@@ -159,24 +158,16 @@ class RunWriter(Listener):
             if text is not None:
                 self._file.write(text + "\n")
 
-    def recorded(self, record: CaseRecord) -> None:
-        self.recorded_many([record])
-
-    def recorded_many(self, records: list[CaseRecord]) -> None:
-        """One write (and flush) for a runner's report: a line per case not written yet."""
-        lines = []
-        for record in records:
-            if record.id not in self.written:
-                self.written.add(record.id)
-                lines.append(_CASE_LINE + record.json_text[1:])  # {"$report_type":"CaseRecord", + its fields
-        if lines:
-            self._write("\n".join(lines))
-
-    def recorded_batch(self, batch: RecordBatch) -> None:
-        """A runner's batch: its lines made in one join of its JSON texts. Its cases are new to
-        the file (a resumed run does not dispatch recorded cases); should one ever come twice,
-        its last line wins when the folder is read."""
-        self._write(_CASE_LINE + _NEXT_CASE_LINE.join(batch.bodies))
+    def recorded(self, batch: RecordBatch) -> None:
+        """A line per record, the batch's lines in one join of its JSON texts and one write
+        (flushed): but for the cases already in the file when a resumed run started. Should a
+        case come twice, its last line wins when the folder is read, as its last record does in
+        the run's result."""
+        bodies = batch.bodies
+        if self.written:
+            bodies = [body for key, body in zip(batch.keys, bodies) if key not in self.written]
+        if bodies:
+            self._write(_CASE_LINE + _NEXT_CASE_LINE.join(bodies))
 
     def finished(self, result: RunResult) -> None:
         finish = {TYPE: RUN_FINISH, "finished": _now(), "complete": result.complete}

@@ -6,7 +6,8 @@ import io
 import json
 
 from distcheck.reports import console, json_report
-from distcheck.runner import CaseRecord, RunResult
+from distcheck.runner.records import CaseRecord, RecordBatch
+from distcheck.runner.result import RunResult
 from distcheck.suites import CaseId
 
 
@@ -56,9 +57,9 @@ def test_progress_on_a_terminal_redraws_one_line():
     result = _result()
     progress.started(result)
     progress.enumerated(4, complete=False)
-    progress.recorded(result.records[0])
+    progress.recorded(RecordBatch([result.records[0]]))
     progress.enumerated(6, complete=True)
-    progress.recorded(result.records[2])
+    progress.recorded(RecordBatch([result.records[2]]))
     progress.finished(result)
     out = stream.getvalue()
     assert out.count("\n") == 2 and out.count("\r") == 3
@@ -72,7 +73,7 @@ def test_progress_in_a_log_prints_plain_lines():
     progress.started(result)
     progress.enumerated(6, complete=True)
     for record in result.records:
-        progress.recorded(record)
+        progress.recorded(RecordBatch([record]))
     progress.finished(result)
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()

@@ -1,8 +1,10 @@
-"""What runners send the driver: case lists unpickled only where read, records as columns that
-give back exactly the records a runner made, and a run's records kept as batches to the end."""
+"""How cases and records travel: case lists unpickled only where read; records in one shape, a
+batch of columns, from where they are made to the run's end (a single record is a batch of one),
+giving back exactly the records that were made."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from collections import Counter
@@ -10,12 +12,13 @@ from collections import Counter
 import pytest
 
 from distcheck.reports import json_report
-from distcheck.runner.batches import CaseList, RecordBatch
+from distcheck.runner import records as records_module
+from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Estimate
 from distcheck.runner.case_runner import Outcome, to_record
 from distcheck.runner.collector import Collector
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import BAD, CaseRecord, RecordList
+from distcheck.runner.records import BAD, CaseRecord, RecordBatch, RecordList
 from distcheck.runner.result import RunResult
 from distcheck.runner.store import RECORDS, RunWriter
 from distcheck.suites import base
@@ -26,18 +29,25 @@ def _info(op: str, sample: int, status: str = RUN) -> CaseInfo:
     return CaseInfo(CaseId("fake", op, "float64", "grad", sample), status, "", f"fp{sample}" if status == RUN else None)
 
 
-def _records(op: str = "sin", verdicts=("pass", "fail", "pass", "error")) -> list[CaseRecord]:
-    """Records as a runner makes them (to_record), with an estimate, a message and a blob of text."""
+def _outcomes(verdicts=("pass", "fail", "pass", "error")) -> list[Outcome]:
+    """Outcomes as a runner's cases give them, with an estimate, a message and a blob of text."""
     made = []
     for k, verdict in enumerate(verdicts):
         estimate = Estimate(columns=10 * k, rows=4, itemsize=8, seconds=0.5 * k) if k % 2 else None
-        outcome = Outcome(verdict, "" if verdict == "pass" else f'bad "{k}"\nline two', 0.25 * (k + 1), None, estimate)
-        made.append(to_record(_info(op, k), outcome, 1))
+        made.append(
+            Outcome(verdict, "" if verdict == "pass" else f'bad "{k}"\nline two', 0.25 * (k + 1), None, estimate)
+        )
     return made
 
 
+def _records(op: str = "sin", verdicts=("pass", "fail", "pass", "error")) -> list[CaseRecord]:
+    """Records as a runner makes them (to_record)."""
+    return [to_record(_info(op, k), outcome, 1) for k, outcome in enumerate(_outcomes(verdicts))]
+
+
 def _batch(records: list[CaseRecord]) -> RecordBatch:
-    return RecordBatch([r.id for r in records], [r.wire() for r in records])
+    """The batch as the driver gets it: made, pickled, unpickled."""
+    return pickle.loads(pickle.dumps(RecordBatch(records)))
 
 
 _loaded = Counter()
@@ -71,7 +81,7 @@ def test_a_case_list_is_unpickled_only_where_its_cases_are_read(monkeypatch):
 
 def test_a_record_batch_gives_back_exactly_the_records_the_runner_made():
     records = _records()
-    batch = pickle.loads(pickle.dumps(_batch(records)))
+    batch = _batch(records)
     assert len(batch) == 4 and batch.bad == (1, 3)
     assert batch.tally == {("grad", "pass"): 2, ("grad", "fail"): 1, ("grad", "error"): 1}
     made = batch.records()
@@ -86,16 +96,43 @@ def test_a_record_batch_gives_back_exactly_the_records_the_runner_made():
     assert not empty and empty.records() == [] and empty.estimates is None
 
 
+def test_any_record_travels_as_a_batch_of_one_and_comes_back_equal_field_for_field():
+    """Records the driver makes (a split case's chunks, kept blocks, reruns' attempts, decided
+    cases) travel in the same shape as a runner's."""
+    case = CaseId("fake", "tan", "float64", "grad", 0)
+    attempts = ({"verdict": "fail", "seconds": 0.5, "message": "m"}, {"verdict": "pass", "seconds": 0.4, "message": ""})
+    made = [
+        CaseRecord(case, "flaky", "passed on rerun 1", 0.5, 1, {"seconds": 1.0}, None, attempts),
+        CaseRecord(dataclasses.replace(case, sample=1), "fail", "bad", 2.5, 12, None, "tan-1.npz"),
+        CaseRecord(dataclasses.replace(case, sample=None, check="gradgrad"), "skipped", "no"),
+    ]
+    for record in made:
+        (back,) = _batch([record]).records()
+        assert back == record and back.json_text == record.json_text
+        assert (back.tasks, back.estimate, back.blocks, back.attempts) == (
+            record.tasks,
+            record.estimate,
+            record.blocks,
+            record.attempts,
+        )
+    batch = _batch(made)
+    assert batch.records() == made and batch.bad == (1,) and batch.blocks == [None, "tan-1.npz", None]
+    assert RecordBatch(made).record(1) is made[1]  # a batch made here hands back its own records
+
+
 def test_a_record_list_reads_its_batches_by_column_and_makes_records_only_when_asked(monkeypatch):
     sin, cos = _records("sin"), _records("cos", ("pass", "timeout"))
     single = CaseRecord(CaseId("fake", "tan", "float64", "grad", 0), "pass", "", 0.5, 1)
     unrun = CaseRecord(CaseId("fake", "tan", "float64", "gradgrad"), "skipped", "no", 0.0, 0)
     batch_sin, batch_cos = _batch(sin), _batch(cos)
-    entries = [(batch_sin, 0), (batch_sin, 1), single, (batch_cos, 1), unrun, (batch_sin, 2), (batch_sin, 3)]
+    entries = [(batch_sin, 0), (batch_sin, 1), (RecordBatch([single]), 0), (batch_cos, 1)]
+    entries += [(RecordBatch([unrun]), 0), (batch_sin, 2), (batch_sin, 3)]
     expected = [sin[0], sin[1], single, cos[1], unrun, sin[2], sin[3]]
     made = Counter()
-    original = RecordBatch.record
-    monkeypatch.setattr(RecordBatch, "record", lambda self, j: made.update([j]) or original(self, j))
+    original = records_module._record
+    monkeypatch.setattr(
+        records_module, "_record", lambda case, *rest: made.update([case.text]) or original(case, *rest)
+    )
     records = RecordList(entries)
     assert len(records) == 7
     assert records.tally() == Counter((r.case.check, r.verdict) for r in expected)
@@ -107,37 +144,48 @@ def test_a_record_list_reads_its_batches_by_column_and_makes_records_only_when_a
     assert records.slowest(3) == sorted(ran, key=lambda r: r.seconds, reverse=True)[:3]
     assert records.having(BAD) == [r for r in expected if r.verdict in BAD]
     assert records == expected and records[2] is single and records[-1] == sin[3] and records[1:3] == expected[1:3]
+    assert made == Counter(r.id for r in expected if r not in (single, unrun))  # each made once, however often read
     wrapped = RecordList.of(expected)
     assert RecordList.of(wrapped) is wrapped and wrapped.tally() == records.tally()
     assert wrapped.slowest(3) == records.slowest(3) and wrapped.bodies() == records.bodies()
 
 
-def test_the_json_report_and_the_run_folder_are_the_same_from_batches_as_from_records(tmp_path):
+def test_the_json_report_and_the_run_folder_are_the_same_from_a_runner_s_batches_as_from_single_records(tmp_path):
     records = _records() + _records("cos", ("pass",))
     batches = [_batch(records[:4]), _batch(records[4:])]
+    singles = [RecordBatch([record]) for record in records]  # as a serial run tells them
     from_batches = RunResult(
         "fake", "fast", "ray", 2, 1.0, RecordList([(b, j) for b in batches for j in range(len(b))])
     )
     from_records = RunResult("fake", "fast", "ray", 2, 1.0, records)
     assert json_report.text(from_batches) == json_report.text(from_records)
     assert json.loads(json_report.text(from_batches))["cases"] == [r.to_json() for r in records]
-    for name, tell in (("batches", lambda w: [w.recorded_batch(b) for b in batches]), ("records", None)):
+    for name, told in (("batches", batches), ("singles", singles)):
         writer = RunWriter(tmp_path / name, {"$report_type": "RunStart"})
-        if tell is None:
-            writer.recorded_many(records[:4])
-            writer.recorded_many(records[4:])
-        else:
-            tell(writer)
+        for batch in told:
+            writer.recorded(batch)
         writer.close()
-    assert (tmp_path / "batches" / RECORDS).read_bytes() == (tmp_path / "records" / RECORDS).read_bytes()
+    assert (tmp_path / "batches" / RECORDS).read_bytes() == (tmp_path / "singles" / RECORDS).read_bytes()
+    lines = (tmp_path / "singles" / RECORDS).read_text().splitlines()
+    assert [json.loads(line) for line in lines[1:]] == [{"$report_type": "CaseRecord", **r.to_json()} for r in records]
+
+
+def test_a_resumed_run_folder_gets_no_second_line_for_a_recorded_case(tmp_path):
+    records = _records()
+    writer = RunWriter(tmp_path, None, {records[0].id, records[2].id})
+    writer.recorded(RecordBatch(records[:3]))
+    writer.recorded(_batch(records[3:]))
+    writer.close()
+    lines = [json.loads(line) for line in (tmp_path / RECORDS).read_text().splitlines()]
+    assert [line["id"] for line in lines[1:]] == [records[1].id, records[3].id]
 
 
 class _Told(Listener):
     def __init__(self):
         self.told: list[str] = []
 
-    def recorded(self, record: CaseRecord) -> None:
-        self.told.append(record.id)
+    def recorded(self, batch: RecordBatch) -> None:
+        self.told += [record.id for record in batch.records()]
 
 
 def _collector(hold: bool = False, listener: Listener | None = None) -> Collector:
@@ -153,11 +201,11 @@ def test_the_collector_keeps_batches_whole_and_orders_their_records_at_the_end()
     told = _Told()
     collector = _collector(listener=told)
     collector.listed(GroupInfo("fake", "cos", "float64", ("grad",)), CaseList(_info("cos", k) for k in range(2)))
-    collector.emit_batch(_batch(cos[1:]))
+    collector.emit(_batch(cos[1:]))
     collector.listed(GroupInfo("fake", "sin", "float64", ("grad",)), CaseList(_info("sin", k) for k in range(4)))
-    collector.emit_batch(_batch([sin[2], sin[0]]))
-    collector.emit([sin[1]])
-    collector.emit_batch(_batch([sin[3], cos[0]]))
+    collector.emit(_batch([sin[2], sin[0]]))
+    collector.emit(RecordBatch([sin[1]]))
+    collector.emit(_batch([sin[3], cos[0]]))
     assert len(told.told) == 7  # the skipped case, then every record, made for the listener that reads them
     result = collector.result()
     assert collector.complete
@@ -170,10 +218,10 @@ def test_a_case_recorded_twice_keeps_its_last_record_and_an_unknown_case_comes_l
     sin = _records("sin", ("fail", "pass"))
     collector = _collector()
     collector.listed(GroupInfo("fake", "sin", "float64", ("grad",)), CaseList(_info("sin", k) for k in range(2)))
-    collector.emit_batch(_batch(sin))
+    collector.emit(_batch(sin))
     again = CaseRecord(sin[0].case, "pass", "", 0.1, 1)
     stray = CaseRecord(CaseId("fake", "tan", "float64", "grad", 0), "pass", "", 0.1, 1)
-    collector.emit([again, stray])
+    collector.emit(RecordBatch([again, stray]))
     result = collector.result()
     assert list(result) == [again, sin[1], result[2], stray] and result[2].verdict == "skipped"
     assert result.tally() == Counter({("grad", "pass"): 3, ("grad", "skipped"): 1})  # not the batch's fail
@@ -185,7 +233,7 @@ def test_bad_records_of_a_batch_are_held_for_reruns_with_their_listed_case():
     collector = _collector(hold=True)
     listing = CaseList(_info("sin", k) for k in range(3))
     collector.listed(GroupInfo("fake", "sin", "float64", ("grad",)), pickle.loads(pickle.dumps(listing)))
-    collector.emit_batch(_batch(sin))
+    collector.emit(_batch(sin))
     assert list(collector.held) == [sin[1].id]
     info, record = collector.held[sin[1].id]
     assert info == _info("sin", 1) and record == sin[1]
@@ -198,20 +246,16 @@ def test_a_listener_that_reads_no_record_gets_none_made(monkeypatch, quiet):
     made = Counter()
     monkeypatch.setattr(RecordBatch, "records", lambda self: made.update(["batch"]) or [])
     listener = Listener() if quiet else _Told()
-    listener.recorded_batch(_batch(_records()))
+    listener.recorded(_batch(_records()))
     assert made["batch"] == (0 if quiet else 1)
 
 
 class _Sink:
     def __init__(self):
         self.batches: list[RecordBatch] = []
-        self.records: list[CaseRecord] = []
 
-    def emit_batch(self, batch: RecordBatch) -> None:
+    def emit(self, batch: RecordBatch) -> None:
         self.batches.append(batch)
-
-    def emit(self, records: list[CaseRecord]) -> None:
-        self.records.extend(records)
 
 
 def test_the_driver_passes_a_batch_on_whole_but_settles_a_case_that_crashed_its_worker_before():
@@ -222,19 +266,20 @@ def test_the_driver_passes_a_batch_on_whole_but_settles_a_case_that_crashed_its_
     from distcheck.runner.ray_dispatch import _Finished, _Run, _Runner
     from distcheck.runner.worker_errors import CRASHED, DeathPolicy, WorkerDeath
 
-    records = _records("sin", ("pass", "pass", "fail"))
+    outcomes = _outcomes(("pass", "pass", "fail"))
+    records = [to_record(_info("sin", k), outcome, 1) for k, outcome in enumerate(outcomes)]
     run, sink = object.__new__(_Run), _Sink()
     run.d, run.sink, run.deaths = types.SimpleNamespace(first_dispatch=None), sink, DeathPolicy()
     assert run.deaths.died(records[1].id, WorkerDeath(CRASHED, "the worker running this case crashed: boom")) is None
     runner = _Runner(0, cases=CaseList(_info("sin", k) for k in range(3)))
     done = _Finished(7)
-    for k, record in enumerate(records):
-        done.add(k, _info("sin", k), record.wire())
+    for k, outcome in enumerate(outcomes):
+        done.add(k, _info("sin", k), outcome)
     run.on_done(runner, *pickle.loads(pickle.dumps(done.event()))[1:])
     assert runner.current == 3
-    (batch,) = sink.batches
+    batch, alone = sink.batches
     assert batch.records() == [records[0], records[2]] and batch.bad == (1,)
-    (settled,) = sink.records
+    (settled,) = alone.records()
     assert settled.id == records[1].id and settled.verdict == "error"
     assert settled.message.endswith("run again alone, it did not crash (the rerun: pass)")
     assert not run.deaths.crashes  # told once

@@ -9,7 +9,7 @@ import pytest
 
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.protocols import Interrupted, Listener
-from distcheck.runner.records import CaseRecord
+from distcheck.runner.records import RecordBatch
 from distcheck.suites import Selection, UsageError
 from tests.runner.fake_suite import FakeSuite
 
@@ -43,9 +43,9 @@ class _StopAfter(Listener):
     def __init__(self, stop: threading.Event, cases: int):
         self.stop, self.cases, self.seen = stop, cases, 0
 
-    def recorded(self, record: CaseRecord) -> None:
-        self.seen += 1
-        if self.seen == self.cases:
+    def recorded(self, batch: RecordBatch) -> None:
+        self.seen += len(batch)
+        if self.seen >= self.cases:
             self.stop.set()
 
 
@@ -61,7 +61,7 @@ def test_a_stopped_run_is_incomplete_and_resumes():
 class _InterruptIn(Listener):
     """Raises Interrupted as a signal handler would, while the run is going."""
 
-    def recorded(self, record: CaseRecord) -> None:
+    def recorded(self, batch: RecordBatch) -> None:
         raise Interrupted
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.records import CaseRecord
+from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.store import (
     RECORDS,
     RunWriter,
@@ -52,7 +52,7 @@ def test_records_stream_in_reportlog_layout(tmp_path):
 def test_a_record_is_on_disk_as_soon_as_it_is_recorded(tmp_path):
     writer = RunWriter(tmp_path, {"$report_type": "RunStart"})
     assert not (tmp_path / RECORDS).exists()  # until the run starts
-    writer.recorded(CaseRecord(CaseId("fake", "sin", "float64", "grad", 0), "pass"))
+    writer.recorded(RecordBatch([CaseRecord(CaseId("fake", "sin", "float64", "grad", 0), "pass")]))
     assert len((tmp_path / RECORDS).read_text().splitlines()) == 2  # flushed, the file still open
     writer.close()
 

@@ -12,7 +12,7 @@ from distcheck.reports import junit
 from distcheck.reports.console import summary
 from distcheck.runner.judge import Checker, distcheck_checker, judge
 from distcheck.runner.records import PASS, XFAIL, XPASS, CaseRecord, RecordList
-from distcheck.runner.runner import RunResult
+from distcheck.runner.result import RunResult
 from distcheck.suites.base import BuiltCase, CaseId, CheckCall
 
 
