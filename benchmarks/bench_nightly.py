@@ -119,7 +119,7 @@ def selected(checks: list[str], ops: list[str] | None):
     keys = wanted_keys(checks, ops)
     if keys is not None:
         return keys.__contains__
-    prefixes = {(pytorch_test(c, "", "").classname, TESTS[c][2] + "_") for c in checks}
+    prefixes = {(pytorch_test(c, "", "").classname, TESTS[c].method + "_") for c in checks}
     return lambda key: any(key[0] == cls and key[1].startswith(prefix) for cls, prefix in prefixes)
 
 
@@ -131,7 +131,7 @@ def keyword(checks: list[str], ops: list[str] | None) -> str | None:
         return None
     # no method name followed by "_" is a part of another test's name (test_fn_grad_ is not in
     # test_fn_gradgrad_..., test_forward_mode_AD_ not in test_inplace_forward_mode_AD_...)
-    return " or ".join(f"{TESTS[check][2]}_" for check in checks)
+    return " or ".join(f"{TESTS[check].method}_" for check in checks)
 
 
 def _timed(command: list[str], env: dict, cwd: str | None = None) -> float:

@@ -81,5 +81,12 @@ def suite(args: argparse.Namespace) -> Suite:
     return loaded
 
 
+def suite_options(loaded: Suite) -> dict:
+    """What a run folder records of how ``loaded`` was made (its disabled tests), for a resume."""
+    from distcheck.suites.torch_opinfo.disabled import suite_options as recorded
+
+    return recorded(loaded)
+
+
 def selection(args: argparse.Namespace) -> Selection:
     return Selection(checks=args.checks, dtypes=args.dtypes, ops=args.ops, substring=args.substring)

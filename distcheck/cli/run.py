@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from distcheck.cli.arguments import positive, selection, selection_arguments, suite
+from distcheck.cli.arguments import positive, selection, selection_arguments, suite, suite_options
 from distcheck.cli.report import check_junit_names, report_options, write_files
 from distcheck.suites import UsageError
 
@@ -24,6 +24,7 @@ RESUME_KEEPS = (
     "html",
     "durations",
     "strict_flaky",
+    "disabled_tests",
     "command",
     "func",
 )  # options a resume may give
@@ -153,7 +154,7 @@ def _plan(args: argparse.Namespace, command: list[str]):
         if path:
             check_writable(path, what)
     if args.resume:
-        return plan_resume(args.resume, args.serial, args.address, accept=lambda s: check_junit_names(args, s.name))
+        return plan_resume(args.resume, args.serial, args.address, adapt=lambda s, made: _resumed(args, s, made))
     loaded = suite(args)
     check_junit_names(args, loaded.name)
     options = RunOptions(
@@ -166,7 +167,15 @@ def _plan(args: argparse.Namespace, command: list[str]):
         durations=load_durations(args.durations) if args.durations else None,
         gpus_per_runner=args.gpus_per_runner,
     )
-    return plan_new(loaded, args.suite, args.mode, selection(args), options, args.out, command)
+    return plan_new(loaded, args.suite, args.mode, selection(args), options, args.out, command, suite_options(loaded))
+
+
+def _resumed(args: argparse.Namespace, loaded, made: dict):
+    """The suite a resume runs: ``loaded`` with the disabled tests its run recorded (``made``)."""
+    from distcheck.suites.torch_opinfo.disabled import resumed
+
+    check_junit_names(args, loaded.name)
+    return resumed(loaded, made, args.disabled_tests)
 
 
 def _check_conflicts(args: argparse.Namespace) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from distcheck.runner.gpus import check_local, check_ray_device
 from distcheck.runner.preflight import check_reachable
@@ -31,28 +32,41 @@ class RunPlan:
 
 
 def plan_new(
-    suite: Suite, spec: str, mode: str, selection: Selection, options: RunOptions, out: str | None, command: list[str]
+    suite: Suite,
+    spec: str,
+    mode: str,
+    selection: Selection,
+    options: RunOptions,
+    out: str | None,
+    command: list[str],
+    suite_options: Mapping[str, Any] | None = None,
 ) -> RunPlan:
-    """A new run of ``suite`` (loaded from ``spec`` in ``mode``), its run folder ``out`` (default:
-    a new one under ``runs/``) created with the run's start written (not if the suite's device
-    is missing: a serial run checks this machine, a Ray run what it can before joining)."""
+    """A new run of ``suite`` (loaded from ``spec`` in ``mode``, made with ``suite_options``
+    besides: recorded for a resume), its run folder ``out`` (default: a new one under ``runs/``)
+    created with the run's start written (not if the suite's device is missing: a serial run
+    checks this machine, a Ray run what it can before joining)."""
     device = getattr(suite, "device", "cpu")
     _check_where(device, options)
     folder = check_new_folder(out or default_folder(spec, mode))
-    writer = RunWriter(folder, run_start(spec, mode, selection, options, command, (suite.engine,), device))
-    return RunPlan(suite, selection, options, folder, writer, [], command)
+    start = run_start(spec, mode, selection, options, command, (suite.engine,), device, suite_options)
+    return RunPlan(suite, selection, options, folder, RunWriter(folder, start), [], command)
 
 
 def plan_resume(
-    folder: str | os.PathLike, serial: bool, address: str | None, accept: Callable[[Suite], None] | None = None
+    folder: str | os.PathLike,
+    serial: bool,
+    address: str | None,
+    adapt: Callable[[Suite, Mapping[str, Any]], Suite] | None = None,
 ) -> RunPlan:
     """The interrupted run in ``folder``, to be finished: its suite, selection and options as
     recorded; it runs in this process (``serial``), on the cluster at ``address``, or, given
-    neither, where it ran. ``accept`` may refuse the suite (raising) before anything else is checked."""
+    neither, where it ran. ``adapt`` makes the suite to run of the one found by name and the
+    run's recorded ``suite_options`` (``{}`` if none), or refuses it (raising), before anything
+    else is checked."""
     log = read_run(folder)
     suite = get_suite(log.start["suite"], log.start["mode"], log.start.get("device", "cpu"))
-    if accept is not None:
-        accept(suite)
+    if adapt is not None:
+        suite = adapt(suite, log.start.get("suite_options", {}))
     check_resumable(log, suite.name)
     recorded = log.start["options"]
     serial = serial or (address is None and bool(recorded.get("serial")))

@@ -20,7 +20,7 @@ import json
 import os
 import platform
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,15 +79,19 @@ def run_start(
     command: list[str],
     engines: Sequence[str] = (),
     device: str = "cpu",
+    suite_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``RunStart`` line: what was run, how, with what, by which command. ``suite`` is the
     name the suite is found by (``get_suite``); ``engines``: the engines its cases use;
-    ``device`` is recorded unless it is the CPU (a run folder without one is a CPU run)."""
+    ``device`` is recorded unless it is the CPU (a run folder without one is a CPU run);
+    ``suite_options``, if any: what the suite was made with besides its name, mode and device
+    (``--disabled-tests``' entries), so that a resume makes the same suite."""
     return {
         TYPE: RUN_START,
         "suite": suite,
         "mode": mode,
         **({"device": device} if device != "cpu" else {}),
+        **({"suite_options": dict(suite_options)} if suite_options else {}),
         "selection": dataclasses.asdict(selection),
         "options": dataclasses.asdict(options),
         "versions": versions(engines),

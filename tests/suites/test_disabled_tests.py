@@ -144,3 +144,43 @@ def test_a_malformed_file_stops_the_run_before_it_starts(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("distcheck: error: --disabled-tests: ")
     assert not os.path.exists(out)
+
+
+def test_a_resumed_run_skips_the_disabled_tests_its_run_started_with(tmp_path, capsys):
+    path = _file(tmp_path, {"test_fn_grad_sinh_cpu_float64 (__main__.TestBwdGradientsCPU)": [ISSUE + "7", []]})
+    run = tmp_path / "run"
+    argv = ["run", "--ops", "sinh", "--checks", "grad", "--serial", "--out", str(run)]
+    assert main([*argv, "--disabled-tests", path]) == 0
+    # cut the run before its disabled case was recorded, and take the file away: the folder has it
+    lines = (run / "records.jsonl").read_text().splitlines()
+    kept = [line for line in lines if '"RunFinish"' not in line and "::float64::" not in line]
+    assert len(kept) > 1 and '"RunStart"' in kept[0]
+    (run / "records.jsonl").write_text("\n".join(kept) + "\n")
+    (run / "report.json").unlink()
+    os.rename(path, tmp_path / "moved.json")
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run)]) == 0
+    report = json.loads((run / "report.json").read_text())
+    disabled = [c for c in report["cases"] if "::float64::" in c["id"]]
+    assert [(c["id"], c["verdict"]) for c in disabled] == [("torch-opinfo::sinh::float64::grad", SKIPPED)]
+    assert disabled[0]["message"].startswith(DISABLED + ISSUE + "7") and path in disabled[0]["message"]
+    assert report["summary"]["disabled"] == 1
+
+
+def test_a_resume_refuses_other_disabled_tests(tmp_path, capsys):
+    same = _file(tmp_path, {"test_fn_grad_sinh_cpu_float64 (__main__.TestBwdGradientsCPU)": [ISSUE + "7", []]})
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"test_fn_grad_sinh (__main__.TestBwdGradientsCPU)": [ISSUE + "8", []]}))
+    runs = {"with": ["--disabled-tests", same], "without": []}
+    for name, given in runs.items():
+        argv = ["run", "--ops", "sinh", "--checks", "grad", "--serial", "--out", str(tmp_path / name), *given]
+        assert main(argv) == 0
+        lines = (tmp_path / name / "records.jsonl").read_text().splitlines()
+        (tmp_path / name / "records.jsonl").write_text(lines[0] + "\n")  # cut before its first record
+    capsys.readouterr()
+    for name, given, ran in [("with", other, f"with the disabled tests of {same}"), ("without", same, "without")]:
+        assert main(["run", "--resume", str(tmp_path / name), "--disabled-tests", str(given)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--disabled-tests: {given} is not the file the run was started with" in err[0]
+        assert f"(it ran {ran}" in err[0]
+    assert main(["run", "--resume", str(tmp_path / "with"), "--disabled-tests", same]) == 0

@@ -45,10 +45,10 @@ def _expected_names() -> set[tuple[str, str, str]]:
 
 
 def test_every_check_kind_is_named_as_torch_instantiates_its_test():
-    files = {generic: file for file, generic, _ in TESTS.values()}
+    files = {kind.generic_class: kind.file for kind in TESTS.values()}
     made = set()
     for generic, file in files.items():
-        methods = [method for _, cls, method in TESTS.values() if cls == generic]
+        methods = [kind.method for kind in TESTS.values() if kind.generic_class == generic]
         for classname, cls in _instantiated(generic, methods).items():
             made |= {(file, classname, name) for name in vars(cls) if name.startswith("test_")}
     assert made == _expected_names()

@@ -11,13 +11,13 @@ import torch
 
 from distcheck.suites.base import UsageError
 from distcheck.suites.torch_opinfo.device_seeding import skip_stacks_of_unavailable_backends
+from distcheck.suites.torch_opinfo.pytorch_names import CUSTOM_OP_DB, HOP_DB, OP_DB
 
 # the dtypes PyTorch's gradient tests check (allowed_dtypes of their @ops decorator)
 DTYPES = {"float64": torch.float64, "complex128": torch.complex128}
 
 
 # the OpInfo lists of torch.testing._internal (module, list), in the order PyTorch's tests add them
-OP_DB, HOP_DB, CUSTOM_OP_DB = "op_db", "hop_db", "custom_op_db"
 _MODULES = {OP_DB: "common_methods_invocations", HOP_DB: "hop_db", CUSTOM_OP_DB: "custom_op_db"}
 
 

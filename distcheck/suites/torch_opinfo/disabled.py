@@ -90,8 +90,9 @@ def _entry(key: str, value: Any, path: str) -> DisabledTest | None:
 class DisabledTests:
     """The entries of a disabled-tests file, indexed by the test they name."""
 
-    def __init__(self, entries: list[DisabledTest], source: str, on: dict[str, bool] | None = None):
+    def __init__(self, entries: list[DisabledTest], source: str, on: dict[str, bool] | None = None, data=None):
         self.source = source
+        self.data = data  # the file's JSON object, as read (what a run folder records)
         self.on = platforms() if on is None else on
         self._by_test: dict[str, list[tuple[int, DisabledTest]]] = {}
         for order, entry in enumerate(entries):
@@ -101,11 +102,16 @@ class DisabledTests:
     def read(cls, path: str, on: dict[str, bool] | None = None) -> DisabledTests:
         """The file at ``path`` (``on``: the platforms, default this machine's);
         :class:`UsageError` (one line) if it is not JSON of that shape."""
-        data = read_json(path, "--disabled-tests: ")
+        return cls.of(read_json(path, "--disabled-tests: "), path, on)
+
+    @classmethod
+    def of(cls, data: Any, source: str, on: dict[str, bool] | None = None) -> DisabledTests:
+        """The entries of ``data``, the JSON object of the file ``source``."""
         if not isinstance(data, dict):
-            raise UsageError(f"--disabled-tests: {path}: expected a JSON object of tests, got a {type(data).__name__}")
-        entries = [_entry(key, value, path) for key, value in data.items()]
-        return cls([e for e in entries if e is not None], path, on)
+            got = type(data).__name__
+            raise UsageError(f"--disabled-tests: {source}: expected a JSON object of tests, got a {got}")
+        entries = [_entry(key, value, source) for key, value in data.items()]
+        return cls([e for e in entries if e is not None], source, on, data)
 
     def __len__(self) -> int:
         return sum(map(len, self._by_test.values()))
@@ -175,6 +181,36 @@ class WithDisabledTests:
 def disabled_count(records) -> int:
     """How many of a run's records (a :class:`RecordList`) are cases of disabled tests."""
     return sum(r.message.startswith(DISABLED) for r in records.having((SKIPPED,)))
+
+
+# a run folder records a run's disabled tests (its RunStart's suite options) under this key
+RECORDED = "disabled_tests"
+
+
+def suite_options(suite) -> dict[str, Any]:
+    """What a run of ``suite`` records so that a resume skips the same disabled tests: the
+    file's name and JSON object as read (the file may change or go before the resume)."""
+    if not isinstance(suite, WithDisabledTests):
+        return {}
+    return {RECORDED: {"source": suite.disabled.source, "tests": suite.disabled.data}}
+
+
+def resumed(suite, recorded: dict[str, Any], path: str | None):
+    """The suite a resumed run runs: ``suite`` with the disabled tests its run folder recorded
+    (``recorded``: the RunStart's suite options). ``path``, the ``--disabled-tests`` given to
+    the resume, must hold the same tests (:class:`UsageError`, one line, if not)."""
+    then = recorded.get(RECORDED)
+    if path is not None:
+        given = DisabledTests.read(path)
+        if then is None or given.data != then["tests"]:
+            ran = "without --disabled-tests" if then is None else f"with the disabled tests of {then['source']}"
+            raise UsageError(
+                f"--disabled-tests: {path} is not the file the run was started with (it ran {ran}): "
+                "drop --disabled-tests, the resume applies the run's own"
+            )
+    if then is None:
+        return suite
+    return WithDisabledTests(suite, DisabledTests.of(then["tests"], then["source"]))
 
 
 def with_disabled_tests(suite, path: str) -> WithDisabledTests:

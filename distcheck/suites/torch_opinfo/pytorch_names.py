@@ -12,23 +12,36 @@ device: class ``TestBwdGradientsCPU``, method ``test_fn_grad_sinh_cpu_float64``,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from distcheck.suites.base import CaseId
 
 BACKWARD_FILE, FORWARD_FILE = "test_ops_gradients.py", "test_ops_fwd_gradients.py"
 BACKWARD_CLASS, FORWARD_CLASS = "TestBwdGradients", "TestFwdGradients"
 DEVICE = "cpu"
+# PyTorch's OpInfo lists (``torch.testing._internal``), as the files' @ops decorators name them
+OP_DB, HOP_DB, CUSTOM_OP_DB = "op_db", "hop_db", "custom_op_db"
 
-# check kind -> (file, generic test class, test method)
+
+class PyTorchMethod(NamedTuple):
+    """Where a check kind's PyTorch test is written, and the op lists it is instantiated over."""
+
+    file: str  # test_ops_gradients.py
+    generic_class: str  # TestBwdGradients
+    method: str  # test_fn_grad
+    databases: tuple[str, ...]  # its @ops decorator's op lists: an op outside them has no such test
+
+
+# check kind -> its PyTorch test: the one table of the files' tests (names, status, op lists)
 TESTS = {
-    "grad": (BACKWARD_FILE, BACKWARD_CLASS, "test_fn_grad"),
-    "gradgrad": (BACKWARD_FILE, BACKWARD_CLASS, "test_fn_gradgrad"),
-    "inplace_grad": (BACKWARD_FILE, BACKWARD_CLASS, "test_inplace_grad"),
-    "inplace_gradgrad": (BACKWARD_FILE, BACKWARD_CLASS, "test_inplace_gradgrad"),
-    "fail_gradgrad": (BACKWARD_FILE, BACKWARD_CLASS, "test_fn_fail_gradgrad"),
-    "fwgrad": (FORWARD_FILE, FORWARD_CLASS, "test_forward_mode_AD"),
-    "fwgrad_bwgrad": (FORWARD_FILE, FORWARD_CLASS, "test_fn_fwgrad_bwgrad"),
-    "inplace_fwgrad": (FORWARD_FILE, FORWARD_CLASS, "test_inplace_forward_mode_AD"),
+    "grad": PyTorchMethod(BACKWARD_FILE, BACKWARD_CLASS, "test_fn_grad", (OP_DB, HOP_DB, CUSTOM_OP_DB)),
+    "gradgrad": PyTorchMethod(BACKWARD_FILE, BACKWARD_CLASS, "test_fn_gradgrad", (OP_DB, HOP_DB, CUSTOM_OP_DB)),
+    "inplace_grad": PyTorchMethod(BACKWARD_FILE, BACKWARD_CLASS, "test_inplace_grad", (OP_DB, CUSTOM_OP_DB)),
+    "inplace_gradgrad": PyTorchMethod(BACKWARD_FILE, BACKWARD_CLASS, "test_inplace_gradgrad", (OP_DB,)),
+    "fail_gradgrad": PyTorchMethod(BACKWARD_FILE, BACKWARD_CLASS, "test_fn_fail_gradgrad", (OP_DB, CUSTOM_OP_DB)),
+    "fwgrad": PyTorchMethod(FORWARD_FILE, FORWARD_CLASS, "test_forward_mode_AD", (OP_DB,)),
+    "fwgrad_bwgrad": PyTorchMethod(FORWARD_FILE, FORWARD_CLASS, "test_fn_fwgrad_bwgrad", (OP_DB,)),
+    "inplace_fwgrad": PyTorchMethod(FORWARD_FILE, FORWARD_CLASS, "test_inplace_forward_mode_AD", (OP_DB,)),
 }
 
 
@@ -70,8 +83,9 @@ def pytorch_test(check: str, op: str, dtype: str, device: str = DEVICE) -> PyTor
     ``dtype`` (``float64``, ``complex128``) on ``device``."""
     if check not in TESTS:
         raise KeyError(f"no PyTorch test for check kind {check!r} (known: {', '.join(TESTS)})")
-    file, generic, method = TESTS[check]
-    return PyTorchTest(file, device_class(generic, device), f"{method}_{formatted_name(op)}_{device}_{dtype}")
+    kind = TESTS[check]
+    name = f"{kind.method}_{formatted_name(op)}_{device}_{dtype}"
+    return PyTorchTest(kind.file, device_class(kind.generic_class, device), name)
 
 
 def pytorch_test_of(case: CaseId) -> PyTorchTest:

@@ -17,7 +17,7 @@ On CUDA the same metadata is read for ``device_type='cuda'`` (``supported_backwa
 ``DecorateInfo(device_type='cuda')``, ``skipCUDAIf...``): it needs no GPU, but the CUDA test
 class's own facts (MAGMA, cuDNN) are this machine's.
 
-Each test is instantiated over its own op lists (:data:`DATABASES`): an op outside them has no
+Each test is instantiated over its own op lists (``pytorch_names.TESTS``): an op outside them has no
 such test at all (:func:`has_test`).
 """
 
@@ -33,30 +33,9 @@ from distcheck.suites.torch_opinfo.calls import (
     GRADGRAD_UNSUPPORTED,
     INPLACE_AUTOGRAD_UNSUPPORTED,
 )
-from distcheck.suites.torch_opinfo.database import CUSTOM_OP_DB, HOP_DB, OP_DB, database_of, dtype_name
+from distcheck.suites.torch_opinfo.database import database_of, dtype_name
+from distcheck.suites.torch_opinfo.pytorch_names import TESTS
 
-# check kind -> (test class, test method) in PyTorch's test files
-TESTS = {
-    "grad": ("TestBwdGradients", "test_fn_grad"),
-    "gradgrad": ("TestBwdGradients", "test_fn_gradgrad"),
-    "fwgrad": ("TestFwdGradients", "test_forward_mode_AD"),
-    "fwgrad_bwgrad": ("TestFwdGradients", "test_fn_fwgrad_bwgrad"),
-    "inplace_grad": ("TestBwdGradients", "test_inplace_grad"),
-    "inplace_gradgrad": ("TestBwdGradients", "test_inplace_gradgrad"),
-    "inplace_fwgrad": ("TestFwdGradients", "test_inplace_forward_mode_AD"),
-    "fail_gradgrad": ("TestBwdGradients", "test_fn_fail_gradgrad"),
-}
-# check kind -> the op lists its test is instantiated over (its @ops decorator)
-DATABASES = {
-    "grad": (OP_DB, HOP_DB, CUSTOM_OP_DB),
-    "gradgrad": (OP_DB, HOP_DB, CUSTOM_OP_DB),
-    "inplace_grad": (OP_DB, CUSTOM_OP_DB),
-    "fail_gradgrad": (OP_DB, CUSTOM_OP_DB),
-    "fwgrad": (OP_DB,),
-    "fwgrad_bwgrad": (OP_DB,),
-    "inplace_gradgrad": (OP_DB,),
-    "inplace_fwgrad": (OP_DB,),
-}
 # check kinds whose checked function is the op's in-place variant (on a clone of its input)
 INPLACE_CHECKS = ("inplace_grad", "inplace_gradgrad", "inplace_fwgrad")
 DEVICE = "cpu"
@@ -94,7 +73,7 @@ def checked_dtypes(op, dtypes: tuple[torch.dtype, ...], device_type: str = DEVIC
 def pytorch_status(op, check: str, dtype: torch.dtype, device_type: str = DEVICE) -> tuple[str, str]:
     """``(status, reason)`` of the PyTorch test of ``check`` for ``op`` in ``dtype`` on
     ``device_type``: ``run`` (reason empty), ``skipped`` or ``xfail``."""
-    cls_name, test_name = TESTS[check]
+    cls_name, test_name = TESTS[check].generic_class, TESTS[check].method
     decorated = _decorated(op, cls_name, test_name, dtype, device_type)
     if getattr(decorated, "__unittest_skip__", False):
         return SKIPPED, decorated.__unittest_skip_why__ or "skipped by an OpInfo decorator (no reason given)"
@@ -112,7 +91,7 @@ def pytorch_status(op, check: str, dtype: torch.dtype, device_type: str = DEVICE
 
 def has_test(op, check: str) -> bool:
     """Whether PyTorch's test of ``check`` is instantiated for ``op`` (its op lists hold it)."""
-    return database_of(op) in DATABASES[check]
+    return database_of(op) in TESTS[check].databases
 
 
 def body_skip(op, check: str) -> str | None:

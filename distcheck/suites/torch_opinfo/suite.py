@@ -7,7 +7,7 @@ has backward support for them × the check kinds ``grad`` (test_fn_grad), ``grad
 (test_fn_fwgrad_bwgrad), ``inplace_grad`` (test_inplace_grad), ``inplace_gradgrad``
 (test_inplace_gradgrad), ``inplace_fwgrad`` (test_inplace_forward_mode_AD) and
 ``fail_gradgrad`` (test_fn_fail_gradgrad), each over the op lists its test runs over
-(``op_db``, ``hop_db``, ``custom_op_db``: see :data:`.status.DATABASES`) × the op's samples
+(``op_db``, ``hop_db``, ``custom_op_db``: see :data:`.pytorch_names.TESTS`) × the op's samples
 (but those that broadcast their input, in the in-place kinds). A test PyTorch skips or expects
 to fail is one case (no sample part) reported ``skipped`` / ``xfail`` with its reason. Mode
 ``slow`` is the slow-gradcheck CI job: full Jacobians (unless the op forces fast mode) and
@@ -51,16 +51,14 @@ from distcheck.suites.torch_opinfo.calls import (
     unexpected_grads,
 )
 from distcheck.suites.torch_opinfo.database import (
-    CUSTOM_OP_DB,
     DTYPES,
-    HOP_DB,
-    OP_DB,
     database_of,
     dtype_name,
     dtype_named,
     op_named,
     op_table,
 )
+from distcheck.suites.torch_opinfo.pytorch_names import CUSTOM_OP_DB, HOP_DB, OP_DB
 from distcheck.suites.torch_opinfo.status import (
     INPLACE_CHECKS,
     checked_dtypes,
