@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
 def _tally(run: Run) -> dict[str, int]:
     tally: dict[str, int] = {}
     for outcome in run.outcomes.values():
-        tally[outcome] = tally.get(outcome, 0) + 1
+        name = getattr(outcome, "value", outcome)  # a Verdict prints as its string
+        tally[name] = tally.get(name, 0) + 1
     return tally
 
 

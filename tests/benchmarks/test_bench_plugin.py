@@ -40,6 +40,7 @@ def test_every_configuration_gives_plain_pytests_outcomes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "OK: the same outcomes in every configuration" in out
     assert "distcheck: 2 gradient check(s) ran through distcheck (serial)" in out  # the plugin's line
+    assert "1 pass, 1 skipped, 1 xfail" in out
     runs = json.loads(figures.read_text())["runs"]
     assert [r["config"] for r in runs] == ["plain", "-n 2, 1 thread", "plugin"]
     assert all(r["outcomes"] == {"pass": 1, "skipped": 1, "xfail": 1} for r in runs), runs
