@@ -73,13 +73,20 @@ def describe_outputs(engine: Engine, outputs: tuple) -> list[TensorInfo | None]:
 
 
 def _measure_costs(engine: Engine, func: Callable, inputs: tuple, output_infos, input_infos) -> Costs:
-    """Time one evaluation and one backward pass on the driver, for the chunking policy."""
-    evaluation = backward = best_time(lambda: engine.call(func, inputs))
-    diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
-    diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
-    if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
-        vjp = derivatives.row_vjp(engine, func, inputs, diff_outputs[0], diff_inputs)
-        backward = best_time(lambda: vjp(0))
+    """Time one evaluation and one backward pass on the driver, for the chunking policy. The
+    engine's global RNG is left as it was: calls the reference does not make must not move it
+    (a function that draws random numbers; a test draws its next samples after the check)."""
+    state = engine.rng_state()
+    try:
+        evaluation = backward = best_time(lambda: engine.call(func, inputs))
+        diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
+        diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
+        if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
+            vjp = derivatives.row_vjp(engine, func, inputs, diff_outputs[0], diff_inputs)
+            backward = best_time(lambda: vjp(0))
+    finally:
+        if state is not None:
+            engine.set_rng_state(state)
     return Costs(evaluation, backward)
 
 

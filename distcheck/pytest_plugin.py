@@ -29,9 +29,10 @@ unless one of its options is given; loading it imports neither torch nor Ray).
 
 With pytest-xdist (``-n N``) and Ray, all workers share one Ray: the cluster at the address
 given, else one local Ray that the controller starts for the session (on all the cores: an
-xdist worker waiting for its check's tasks uses none), hands to the workers and stops at the
-end. Every xdist worker computes on one intra-op thread; one warning line when the xdist
-workers outnumber the cores.
+xdist worker waiting for its check's tasks uses none), hands to the workers (its address and
+CPUs: a worker joins it at its first check that goes to Ray, never if all its checks run
+in-process) and stops at the end. Every xdist worker computes on one intra-op thread; one
+warning line when the xdist workers outnumber the cores.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ _PLUGIN = "distcheck-session"
 LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"  # as distcheck.executors.ray_executor
 _OUTPUT_KEY = "distcheck_counts"  # what an xdist worker sends its controller
 _INPUT_KEY = "distcheck_ray_address"  # the session's Ray, from the controller to its workers
+_CPUS_KEY = "distcheck_ray_cpus"  # and its CPUs: a worker joins it only for a check it sends there
+CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"  # as distcheck.executors.ray_executor
 _COUNTS = ("checks", "small", "unpicklable", "on_ray", "tasks")
 
 
@@ -104,6 +107,7 @@ class DistcheckSession:
         self.local_below: float | None = None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.xdist_workers: list[dict[str, int]] = []
+        self.cpus: int | None = None  # of the local Ray this process started for its xdist workers
         self.started_ray = False  # this process started the session's local Ray
         self.threads: int | None = None  # torch's intra-op threads before the session
 
@@ -121,6 +125,8 @@ class DistcheckSession:
         if worker_input is not None:  # an xdist worker: the controller's Ray, one intra-op thread
             if worker_input.get(_INPUT_KEY):
                 self._setenv(ADDRESS_VARIABLE, worker_input[_INPUT_KEY])
+            if worker_input.get(_CPUS_KEY):
+                self._setenv(CPUS_VARIABLE, str(worker_input[_CPUS_KEY]))
             import torch
 
             self.threads = torch.get_num_threads()
@@ -152,17 +158,19 @@ class DistcheckSession:
             return
         import ray
 
-        from distcheck.executors.ray_executor import ensure_ray
+        from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
 
         self.started_ray = not ray.is_initialized()
-        ensure_ray()
-        self.address = ray.get_runtime_context().gcs_address
+        ensure_ray(warm=False)  # each worker's job warms the worker processes it uses
+        self.address, self.cpus = ray.get_runtime_context().gcs_address, cluster_cpus()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
-        """xdist: every worker joins the session's Ray."""
+        """xdist: every worker joins the session's Ray (when a check of its goes there)."""
         if self.address:
             node.workerinput[_INPUT_KEY] = self.address
+        if self.cpus:
+            node.workerinput[_CPUS_KEY] = self.cpus
 
     def _set(self, owner: object, attribute: str, value: object) -> None:
         self.patched.append((owner, attribute, getattr(owner, attribute)))

@@ -300,4 +300,38 @@ def test_small_checks_in_process_unpicklable_ones_too(pytester, ray_cluster):  #
     assert _placed(result) == (1, 0, 1, 1)
 
 
+RNG_AFTER_CHECKS = """
+import hashlib
+import os
+
+
+def test_checks_then_next_samples():
+    torch.manual_seed(3)
+    x, y = (torch.randn(5, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    assert torch.autograd.gradcheck(lambda a, b: (a * b.exp(), a.sum() * b), (x, y), check_batched_grad=True)
+    # fails at its Jacobian, before torch's batched-gradient check draws anything
+    assert not torch.autograd.gradcheck(WrongSquare.apply, (x,), check_batched_grad=True, raise_exception=False)
+    assert torch.autograd.gradgradcheck(lambda a: a.sin() * a, (x,), check_batched_grad=True)
+    state = hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()
+    with open(os.environ["RNG_STATE_FILE"], "a") as f:
+        f.write(state + "\\n")
+"""
+
+
+@pytest.mark.ray
+def test_the_global_rng_after_checks_is_torchs_in_process_and_on_ray(pytester, ray_cluster, monkeypatch, tmp_path):  # noqa: F811
+    """A test draws its next samples from torch's global RNG after its checks: under the
+    plugin it must be where torch's own checks leave it, passing or failing, wherever they ran."""
+    pytester.makepyfile(WRONG_BACKWARD + RNG_AFTER_CHECKS)
+    states = tmp_path / "states"
+    monkeypatch.setenv("RNG_STATE_FILE", str(states))
+    _run(pytester, "-k", "next_samples").assert_outcomes(passed=1, deselected=2)  # torch's checks
+    _run(pytester, "-k", "next_samples", "--distcheck-torch").assert_outcomes(passed=1, deselected=2)  # in-process
+    for below in ("1e9", "0"):  # Ray's executor: in-process, on Ray
+        args = ("--distcheck-torch", "--distcheck-executor", "ray", "--distcheck-local-below", below)
+        _run(pytester, "-k", "next_samples", *args).assert_outcomes(passed=1, deselected=2)
+    torchs, *ours = states.read_text().split()
+    assert ours == [torchs] * 3
+
+
 from tests.executors.conftest import ray_cluster  # noqa: E402, F401 (the session's Ray)

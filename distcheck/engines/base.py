@@ -285,6 +285,15 @@ class Engine(ABC):
         """Apply a :meth:`state` taken in another process (a worker's copy of the driver's)."""
         return None
 
+    def rng_state(self) -> Any:
+        """The global RNG's state (the one :meth:`random_normal` draws from), for
+        :meth:`set_rng_state`. Default: None (an engine without a global RNG)."""
+        return None
+
+    def set_rng_state(self, state: Any) -> None:
+        """Put the global RNG back in a state :meth:`rng_state` returned."""
+        return None
+
     def check_outputs(self, outputs: tuple) -> None:
         """Reject outputs the checker cannot handle (e.g. sparse) with a clear error. Default: all pass."""
         return None

@@ -217,6 +217,12 @@ class JaxEngine(Engine):
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return unit_vectors(numels, dtypes)
 
+    def rng_state(self):  # numpy's global RNG stands in for one (random_normal draws from it)
+        return get_engine("numpy").rng_state()
+
+    def set_rng_state(self, state) -> None:
+        get_engine("numpy").set_rng_state(state)
+
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return get_engine("numpy").random_normal(shapes, dtypes)  # numpy's global RNG, as torch.randn_like draws
 

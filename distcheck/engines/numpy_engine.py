@@ -335,6 +335,12 @@ class NumpyEngine(Engine):
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return unit_vectors(numels, dtypes)
 
+    def rng_state(self):
+        return np.random.get_state()
+
+    def set_rng_state(self, state) -> None:
+        np.random.set_state(state)
+
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         draws = []
         for shape, dtype in zip(shapes, dtypes):

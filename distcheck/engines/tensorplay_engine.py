@@ -345,6 +345,12 @@ class TensorplayEngine(Engine):
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return unit_vectors(numels, dtypes)  # numpy's: tp.rand ignores its generator
 
+    def rng_state(self):
+        return tp.get_rng_state()
+
+    def set_rng_state(self, state) -> None:
+        tp.set_rng_state(state)
+
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         # tensorplay's global RNG (tp.manual_seed reproduces them), like torch.randn_like.
         return [to_numpy(tp.randn(tuple(shape), dtype=tensorplay_dtype(dtype))) for shape, dtype in zip(shapes, dtypes)]

@@ -149,6 +149,12 @@ class TorchEngine(Engine):
             vectors.append(vec.numpy().copy())
         return vectors
 
+    def rng_state(self):
+        return torch.get_rng_state()
+
+    def set_rng_state(self, state) -> None:
+        torch.set_rng_state(state)
+
     def random_normal(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         return [torch.randn(shape, dtype=torch_dtype(dtype)).numpy().copy() for shape, dtype in zip(shapes, dtypes)]
 

@@ -55,6 +55,7 @@ from distcheck.plan.units import Unit, UnitResult, execute
 
 __all__ = [
     "ADDRESS_VARIABLE",
+    "CPUS_VARIABLE",
     "LOCAL_BELOW",
     "LocalResults",
     "RayExecutor",
@@ -65,6 +66,9 @@ __all__ = [
 ]
 
 ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
+# The CPUs of the cluster at $DISTCHECK_RAY_ADDRESS, when known (the pytest plugin's xdist
+# workers, given the session's Ray): a check is planned without joining it.
+CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"
 # Seconds of estimated work under which executor="ray" runs a check in-process (see docs/plugin.md
 # for the measurement); $DISTCHECK_LOCAL_BELOW overrides it (0: every picklable check on Ray).
 LOCAL_BELOW = 1.0
@@ -82,19 +86,22 @@ _init_lock = threading.Lock()
 _warmed_jobs: set[str] = set()
 
 
-def ensure_ray(address: str | None = None, runtime_env: dict | None = None) -> None:
+def ensure_ray(address: str | None = None, runtime_env: dict | None = None, *, warm: bool = True) -> None:
     """Initialize Ray in this process unless it already is (an initialized Ray is reused as is).
 
     ``address``: None means ``$DISTCHECK_RAY_ADDRESS``, else ``$RAY_ADDRESS`` (set by
     ``ray job submit``), else a new local Ray on all this machine's cores; ``"auto"`` joins the
     cluster started on this machine with ``ray start``; ``"host:port"`` or
     ``"ray://host:port"`` joins that cluster. ``runtime_env`` is merged into the job's runtime
-    environment (e.g. ``{"py_modules": [...]}`` to ship code to cluster nodes).
+    environment (e.g. ``{"py_modules": [...]}`` to ship code to cluster nodes). ``warm``:
+    False for a process that starts a Ray for others and submits no task itself (workers are
+    per job: warming its own would be work for nothing).
     """
     with _init_lock:
         if not ray.is_initialized():
             _init(address, runtime_env)
-        _warm_once()
+        if warm:
+            _warm_once()
 
 
 def _init(address: str | None, runtime_env: dict | None) -> None:
@@ -394,7 +401,15 @@ class RayExecutor:
 
     @property
     def workers(self) -> int:
-        """CPUs in the cluster (asked at most every few seconds: clusters grow and shrink)."""
+        """CPUs in the cluster (asked at most every few seconds: clusters grow and shrink).
+        Before a local Ray is started, the CPUs it will have: planning a check that then runs
+        in-process starts no Ray (starting one, and warming its workers, costs seconds of CPU)."""
+        if not (self.gpus or ray.is_initialized()):
+            if not resolve_address(self.address):
+                return local_cpus()
+            known = os.environ.get(CPUS_VARIABLE, "").strip()
+            if known and resolve_address(self.address) == resolve_address(None):  # that cluster's
+                return int(known)
         ensure_ray(self.address, self.runtime_env)
         if self._cpus is None or time.monotonic() - self._cpus[0] > 5.0:
             cpus = cluster_cpus()
@@ -415,11 +430,12 @@ class RayExecutor:
         if self.local_below > 0 and subject.costs is not None:
             if sum(unit_seconds(unit, subject.costs) for unit in units) < self.local_below:
                 return "small"
-        ensure_ray(self.address, self.runtime_env)
         try:
-            self._subject_ref(subject)
+            pickled = cloudpickle.dumps(subject)
         except Exception:  # pickling raises whatever the object's __reduce__ raises
             return "unpicklable"
+        ensure_ray(self.address, self.runtime_env)
+        self._subject_ref(subject, pickled)
         return "ray"
 
     def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults | LocalResults:
@@ -437,12 +453,12 @@ class RayExecutor:
         refs = [run.remote(box, [units[k] for k in members]) for members in groups]
         return RayResults(refs, groups, self.cancel_grace, self.block_bytes)
 
-    def _subject_ref(self, subject: Subject) -> ray.ObjectRef:
+    def _subject_ref(self, subject: Subject, pickled: bytes | None = None) -> ray.ObjectRef:
         """The subject in the object store: put once per check (later submissions of the same
         subject, e.g. units run to explain a failure, reuse it); released with the subject."""
         key = id(subject)
         if key not in self._subject_refs:
-            self._subject_refs[key] = ray.put(cloudpickle.dumps(subject))
+            self._subject_refs[key] = ray.put(cloudpickle.dumps(subject) if pickled is None else pickled)
             weakref.finalize(subject, self._subject_refs.pop, key, None)
         return self._subject_refs[key]
 

@@ -57,6 +57,19 @@ class Plan:
     subject: Subject
     units: list[Unit]
     stages: list[Stage]
+    # The engine's global RNG as the reference leaves it when a check stops early: the batched
+    # checks' random vectors are drawn here, at planning, where the reference draws them when it
+    # reaches each check. rng_marks[k]: the state after the first k groups of draws;
+    # draw_stages[k]: the stage of group k.
+    rng_marks: tuple = ()
+    draw_stages: tuple[int, ...] = ()
+
+    def rewind_rng(self, engine: Engine, failed_stage: int) -> None:
+        """The global RNG as the reference leaves it when ``failed_stage`` raises: only the
+        draws of the batched checks it reached (that stage's included) are made."""
+        reached = sum(stage <= failed_stage for stage in self.draw_stages)
+        if reached < len(self.draw_stages):
+            engine.set_rng_state(self.rng_marks[reached])
 
 
 # numpy's str(dtype) is Python code, and every slot names its dtype: once per dtype
@@ -99,6 +112,8 @@ class _Builder:
         self.data: dict[str, np.ndarray] = {}
         self.units: list[Unit] = []
         self.stages: list[Stage] = []
+        self.rng_marks: list = []
+        self.draw_stages: list[int] = []
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -122,6 +137,17 @@ class _Builder:
 
     def auxiliary(self, check: AuxCheck, variant: VariantKey = FUNCTION, **fields) -> None:
         self.stages.append(Auxiliary(self.add(AuxiliaryCheck(variant, check, **fields))))
+
+    def draw_normal(self, name: str, info: TensorInfo) -> tuple[str, ...]:
+        """Two standard normal arrays like ``info`` from the engine's global RNG, stored under
+        ``name``, for the next stage (a batched check); the RNG state before and after is kept
+        (:meth:`Plan.rewind_rng`)."""
+        if not self.rng_marks:
+            self.rng_marks.append(self.engine.rng_state())
+        draws = self.engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
+        self.rng_marks.append(self.engine.rng_state())
+        self.draw_stages.append(len(self.stages))
+        return tuple(self.store(f"{name}/{n}", d) for n, d in enumerate(draws))
 
     # -- units ---------------------------------------------------------------------------
 
@@ -327,9 +353,7 @@ def plan_gradcheck(
 
     if options.check_batched_forward_grad:
         for slot in diff:
-            info = input_infos[slot.position]
-            draws = engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
-            keys = tuple(b.store(f"batched-forward/{slot.position}/{n}", d) for n, d in enumerate(draws))
+            keys = b.draw_normal(f"batched-forward/{slot.position}", input_infos[slot.position])
             b.auxiliary(AuxCheck.BATCHED_FORWARD_GRAD, index=slot.position, vectors=keys)
 
     if options.check_backward_ad:
@@ -337,13 +361,13 @@ def plan_gradcheck(
             for position, info in enumerate(output_infos):
                 if info is None or not info.requires_grad:
                     continue
-                draws = engine.random_normal([info.shape, info.shape], [info.dtype, info.dtype])
-                keys = tuple(b.store(f"batched/{position}/{n}", d) for n, d in enumerate(draws))
+                keys = b.draw_normal(f"batched/{position}", info)
                 b.auxiliary(AuxCheck.BATCHED_GRAD, index=position, vectors=keys)
         b.auxiliary(AuxCheck.ZERO_GRAD_OUTPUT, masked=bool(options.masked))
         if options.check_undefined_grad:
             b.auxiliary(AuxCheck.UNDEFINED_GRAD)
-    return Plan(Subject(engine.name, b.variants, b.data, b._measured), b.units, b.stages)
+    subject = Subject(engine.name, b.variants, b.data, b._measured)
+    return Plan(subject, b.units, b.stages, tuple(b.rng_marks), tuple(b.draw_stages))
 
 
 @dataclass(frozen=True)

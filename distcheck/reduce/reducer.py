@@ -37,8 +37,12 @@ class Reducer:
             ZeroNumericalJacobian: self.zero_numerical,
             Auxiliary: self.auxiliary,
         }
-        for stage in self.plan.stages:
-            handlers[type(stage)](stage)
+        for index, stage in enumerate(self.plan.stages):
+            try:
+                handlers[type(stage)](stage)
+            except Exception:
+                self.plan.rewind_rng(self.engine, index)
+                raise
 
     def value(self, unit: int):
         return self.results.get(unit).unwrap()

@@ -4,6 +4,11 @@ global RNG after the check are the same either way, and torch's."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,6 +16,8 @@ import distcheck
 from distcheck.check import plan_check
 from distcheck.executors.ray_executor import LocalResults, RayExecutor, RayResults, default_ray_executor, local_below
 from distcheck.options import CheckOptions
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Unpicklable:
@@ -91,3 +98,39 @@ def test_the_verdict_of_a_wrong_gradient_does_not_depend_on_where(ray_cluster):
             distcheck.gradcheck(WrongSquare.apply, (x,), executor=RayExecutor(local_below=threshold))
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
+
+
+NO_RAY = """
+import ray, torch
+import distcheck
+from distcheck.executors.ray_executor import RayExecutor
+
+class Unpicklable:
+    def __call__(self, x):
+        return x.tanh()
+
+    def __reduce__(self):
+        raise TypeError("not pickleable")
+
+x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+assert distcheck.gradcheck(torch.sin, (x,), executor="ray")
+assert distcheck.gradgradcheck(torch.sin, (x,), executor="ray")
+assert distcheck.gradcheck(Unpicklable(), (x,), executor=RayExecutor())
+print("ray started:", ray.is_initialized())
+"""
+
+
+def test_checks_that_run_in_process_start_no_ray(tmp_path):
+    """Planning asks the executor for its workers: a local Ray not yet started reports the CPUs
+    it would have instead of starting (seconds of CPU, and the workers' warm-up, for nothing)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS", "DISTCHECK_LOCAL_BELOW"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", NO_RAY], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ray started: False" in done.stdout
+    # a cluster whose CPUs are known (an xdist worker of the plugin's session): not joined either
+    env.update(DISTCHECK_RAY_ADDRESS="127.0.0.1:1", DISTCHECK_RAY_CPUS="3")  # nothing listens there
+    done = subprocess.run([sys.executable, "-c", NO_RAY], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ray started: False" in done.stdout
