@@ -46,6 +46,7 @@ RECORDED_OPTIONS = (
     "max_cases",
     "split_seconds",
     "split_max_mb",
+    "policy",
     "batch_size",
     "reruns",
     "gpus_per_runner",
