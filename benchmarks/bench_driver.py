@@ -183,19 +183,18 @@ def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
 
     from distcheck.runner.batches import CaseList
     from distcheck.runner.case_runner import Outcome
-    from distcheck.runner.durations import CostlyRule
-    from distcheck.runner.feed import Item
-    from distcheck.runner.ray_dispatch import _Finished, share_of
+    from distcheck.runner.policy import Item
+    from distcheck.runner.ray_dispatch import _Finished
     from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
 
     groups, reports = [], []
     for g in range(cases // group):
         info = GroupInfo("bench", f"op{g}", "float64", ("grad",))
-        item = Item(g, group=info, rule=CostlyRule(min_cost=None))
+        item = Item(g, group=info)  # no share: the lister runs the whole group
         listing = [
             CaseInfo(CaseId("bench", f"op{g}", "float64", "grad", k), RUN, "", f"{k:016x}") for k in range(group)
         ]
-        share = share_of(listing, item.rule, group)
+        share = item.share_of(listing)
         done = _Finished(g)
         for k in share:
             done.add(k, listing[k], Outcome("pass", "", 0.001 + k * 1e-5, f"{k:016x}"))

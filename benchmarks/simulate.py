@@ -7,6 +7,7 @@ of the Ray dispatcher (``benchmarks/sim/``) calibrated from measured costs
     .venv/bin/python benchmarks/simulate.py --validate REPORT           # at the report's own workers
     .venv/bin/python benchmarks/simulate.py --validate REPLAY_REPORT --replay --scale 0.1
     .venv/bin/python benchmarks/simulate.py SLOW_GRAD_REPORT --nightly  # all four check kinds
+    .venv/bin/python benchmarks/simulate.py REPORT --policy my_module:MyPolicy   # another order of work
 
 REPORT is a JSON report of ``distcheck run --json``: per-case seconds, ``tasks`` > 1 marking a
 split case (its work is its recorded estimate). For each P it prints the predicted wall time from
@@ -18,7 +19,8 @@ listings and split estimates; idle while work was still to come; idle in the tai
 ``--replay`` models the replay of the report (``distcheck/suites/replay.py``: no listings, tiny
 Jacobians), every time multiplied by ``--scale``; ``--nightly`` the whole slow nightly built from
 the slow grad suite's report (an estimate: see ``benchmarks/sim/nightly.py``; a report of the
-whole nightly is used as it is).
+whole nightly is used as it is). The work is ordered by the real policy objects
+(``distcheck/runner/policy.py``): ``--policy`` takes what ``distcheck run --policy`` takes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.sim import calibration, nightly  # noqa: E402
 from benchmarks.sim.model import Prediction, predict  # noqa: E402
 from benchmarks.sim.workload import Workload, from_recording  # noqa: E402
+from distcheck.runner.policy import DEFAULT, load_policy  # noqa: E402
 from distcheck.suites.base import UsageError  # noqa: E402
 from distcheck.suites.replay import load  # noqa: E402
 
@@ -93,6 +96,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", action="store_true", help="model the replay of the report")
     p.add_argument("--scale", type=float, default=1.0, help="with --replay: every recorded time times this")
     p.add_argument("--suite-order", action="store_true", help="groups in suite order (no --durations)")
+    p.add_argument("--policy", default=DEFAULT, help="the policy ordering the work, as distcheck run --policy")
     p.add_argument(
         "--nightly", action="store_true", help="the four check kinds, estimated from a slow grad-only report"
     )
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("--workers: positive integers; --scale: a positive number")
     try:
         constants = calibration.load(args.calibration, replay=args.replay).with_values(parse_set(args.set))
+        policy = load_policy(args.policy)
         recording = load(path)
     except (UsageError, ValueError, OSError) as e:
         print(f"simulate: error: {e}", file=sys.stderr)
@@ -124,11 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         workload = from_recording(recording, replay=args.replay, scale=args.scale)
         print(describe(workload, f"{'replay of ' if args.replay else ''}{path}"))
     durations = not args.suite_order
+    if args.policy != DEFAULT:
+        print(f"policy {args.policy}")
     if args.validate:
-        return validate(workload, path, constants, durations, args.scale if args.replay else 1.0, args.wall)
+        return validate(workload, path, constants, durations, args.scale if args.replay else 1.0, args.wall, policy)
     print(HEADER)
     for p in workers:
-        prediction = predict(workload, p, constants, durations)
+        prediction = predict(workload, p, constants, durations, policy)
         print(row(prediction))
     if args.nightly and args.pytorch_hours:
         print(f"PyTorch's slow-gradcheck job: {args.pytorch_hours:g} h = {args.pytorch_hours * 3600:,.0f} s")
@@ -137,11 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def validate(workload: Workload, path: str, constants, durations: bool, scale: float, given: float | None) -> int:
+def validate(
+    workload: Workload, path: str, constants, durations: bool, scale: float, given: float | None, policy
+) -> int:
     if workload.workers < 1:
         print("simulate: error: the report does not say its workers (summary.workers)", file=sys.stderr)
         return 2
-    prediction = predict(workload, workload.workers, constants, durations)
+    prediction = predict(workload, workload.workers, constants, durations, policy)
     wall, what = recorded_wall(path)
     wall *= scale
     if given is not None:

@@ -88,6 +88,13 @@ BAD_INPUTS = [
     (["run", "--resume", "{tmp}/cut", "--ops", "add"], "--resume takes the suite, selection and options from the run"),
     (["run", "--resume", "{tmp}/cut", "--out", "{tmp}/x", "-k", "y"], "from the run folder: drop -k, --out"),
     (["run", "--resume", "{tmp}/cut", "--reruns", "2"], "drop --reruns"),
+    ([*FAKE_RUN[:-1], "--policy", "fifo"], "unknown policy 'fifo' (known: default; or MODULE:CLASS)"),
+    (
+        [*FAKE_RUN[:-1], "--policy", "tests.nowhere:Lifo"],
+        "policy 'tests.nowhere:Lifo' (tests.nowhere:Lifo) failed to load: ModuleNotFoundError",
+    ),
+    ([*FAKE_RUN, "--policy", "tests.runner.lifo_policy:LifoPolicy"], "--policy orders the work of a Ray run"),
+    (["run", "--resume", "{tmp}/cut", "--policy", "fifo"], "drop --policy"),
 ]
 
 
@@ -110,6 +117,7 @@ def test_bad_inputs_fail_fast_with_one_line(folders, argv, message, capsys, monk
 API_BAD_INPUTS = [
     (lambda tmp: RunOptions(reruns=-1), "RunOptions.reruns must not be negative"),
     (lambda tmp: RunOptions(serial=True, address="auto"), "serial=True runs in this process"),
+    (lambda tmp: run_suite(get_suite("torch-opinfo"), Selection(ops=("add",)), RunOptions(policy="x")), "policy 'x'"),
     (lambda tmp: get_suite("torch-opinfo", "medium"), "unknown mode 'medium'"),
     (lambda tmp: run_suite(get_suite("torch-opinfo"), Selection(ops=("addd",))), "unknown op 'addd'"),
     (lambda tmp: read_run(tmp / "missing"), "no such folder"),

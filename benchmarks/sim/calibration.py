@@ -13,7 +13,8 @@ DEFAULT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @dataclass(frozen=True)
 class Calibration:
-    """Seconds unless said; see ``calibration.json`` for each one's source."""
+    """Seconds unless said; see ``calibration.json`` for each one's source. What the policy
+    decides (batch sizes, shares, which cases go alone) is the policy's: the model runs it."""
 
     task_overhead: float = 0.0008
     case_overhead: float = 0.0
@@ -29,23 +30,11 @@ class Calibration:
     planning_evaluations: float = 2
     worker_start: float = 0.0
     report_every: float = 1.0
-    batch_fast: int = 32
-    batch_slow: int = 16
-    batch_seconds: float = 0.0
-    batch_guided: float = 4.0
-    min_batch_seconds: float = 0.25
-    batch_cap: int = 4
     idle_poll: float = 0.02
     idle_poll_max: float = 0.5
-    group_share: int = 2
-    costly_columns: int = 1000
-    costly_seconds: float = 1.0
     split_seconds: float = 4.0
     chunk_min: float = 0.1
     chunk_rounds: int = 2
-
-    def batch(self, mode: str) -> int:
-        return self.batch_slow if mode == "slow" else self.batch_fast
 
     def with_values(self, values: dict[str, float]) -> Calibration:
         known = {f.name: f.type for f in fields(self)}

@@ -1,20 +1,15 @@
 """A discrete-event model of the Ray dispatcher (``distcheck/runner/ray_dispatch.py``): one
 runner per worker slot, taking its work from a queue, the driver off the per-task path.
 
-- **The queue** (an actor, not the driver) hands a runner its next item the moment it asks:
-  costly cases first and alone, longest first (recorded ≥ ``costly_seconds`` with durations,
-  else in slow mode a cost hint of ``costly_columns`` input elements); then groups to list
-  (longest first with durations, else in suite order); then batches of consecutive listed cases
-  of one group (``batch`` of them; with durations closed at the recorded work not handed out yet
-  over ``batch_guided`` × P seconds, at least ``min_batch_seconds``, at most ``batch_cap`` ×
-  ``batch`` cases: guided self-scheduling, as ``runner/feed.py``). Taking an item costs its
-  runner ``task_overhead``. A runner that finds no work asks again after ``idle_poll``
-  seconds, doubling up to ``idle_poll_max``.
+- **The queue** (an actor, not the driver) hands a runner its next item the moment it asks,
+  in the order of the run's policy: the **real policy objects** (``distcheck/runner/policy.py``;
+  by default ``default_policy.py``: costly cases first and alone, then groups to list, then
+  batches of listed cases), made as the dispatcher makes them — the model keeps no copy of their
+  rules or constants. Taking an item costs its runner ``task_overhead``. A runner that finds no
+  work asks again after ``idle_poll`` seconds, doubling up to ``idle_poll_max``.
 - **A runner** that takes a group lists it (``listing_per_group``, and ``listing_per_case`` a
-  case), puts its costly cases
-  and the cases beyond its share back into the queue at once, and runs its share: all its plain
-  cases if they fill at most ``group_share`` batches (without durations), else a first batch;
-  a case costs ``case_overhead`` beyond its recorded time.
+  case), puts the cases beyond its share (the item's, as on a worker) back into the queue at
+  once, and runs its share; a case costs ``case_overhead`` beyond its recorded time.
 - **Reports.** A runner reports every ``report_every`` seconds of work, at once when it has found
   a case to split, and when it runs out of work; a report costs the driver ``driver_per_message``
   and ``driver_per_case`` per record in it. The driver is one serial server, fed besides by the
@@ -25,9 +20,10 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
   ``coordinator_start``; at most max(2, P / 8) at once, as the dispatcher), which plans
   (``planning_evaluations``) and puts its chunks in Ray's queue (about ``chunk_rounds`` rounds
   over the workers, the first round twice as long as the second, each at least ``chunk_min``).
-  While a coordinator runs, runners take no work but costly cases: a runner that asks leaves its
-  slot to the chunks (Ray hands a free slot the next chunk), and runners start again when no
-  coordinator is left. The coordinator assembles and compares the Jacobians
+  While a coordinator runs, runners take only what the policy hands a paused runner (the
+  default: costly cases): a runner that gets nothing leaves its slot to the chunks (Ray hands a
+  free slot the next chunk), and runners start again when no coordinator is left. The
+  coordinator assembles and compares the Jacobians
   (``assembly_per_byte``) and its record goes to the driver.
 
 Wall time runs from the first dispatch (time 0: a joined, warm cluster) to the last record read.
@@ -44,8 +40,14 @@ from dataclasses import dataclass, field
 
 from benchmarks.sim.calibration import Calibration
 from benchmarks.sim.workload import Case, Workload
+from distcheck.kinds import CheckKind
+from distcheck.runner.default_policy import DefaultPolicy
+from distcheck.runner.durations import Durations
+from distcheck.runner.policy import PolicyContext, WorkPolicy
+from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
 
 GROUP, BATCH, CHUNK = "group", "batch", "chunk"
+SUITE, DTYPE, CHECK = "sim", "float64", CheckKind.GRAD  # the cases the policy sees
 SPLITS_AT_ONCE = 2  # runner/ray_dispatch.py: coordinators at once, at least (P / 8 on a larger cluster)
 
 
@@ -89,6 +91,7 @@ class _Task:
     cases: tuple[Case, ...] = ()
     seconds: float = 0.0  # a chunk's work
     split: _Split | None = None
+    rest: list[CaseInfo] = field(default_factory=list)  # a group's cases its lister does not run
 
 
 @dataclass
@@ -110,13 +113,10 @@ class _Slot:
 @dataclass
 class _State:
     chunks: collections.deque = field(default_factory=collections.deque)  # Ray's queue of chunk tasks
-    costly: list = field(default_factory=list)  # the queue's front: (-seconds, n, group, case)
-    listed: collections.deque = field(default_factory=collections.deque)  # the queue's back: (group, case)
     waiting: collections.deque = field(default_factory=collections.deque)  # split cases for a coordinator
     coordinators: int = 0  # submitted, not recorded yet
     started: int = 0  # of them, started (runners pause)
     splits_left: int = 0  # found, not yet recorded
-    remaining: float = 0.0  # seconds of the cases not handed out yet
     driver_free: float = 0.0
     driver_cpu: float = 0.0
     work: float = 0.0
@@ -125,21 +125,41 @@ class _State:
 
 
 class Model:
-    """One simulated run of ``workload`` on ``workers`` slots."""
+    """One simulated run of ``workload`` on ``workers`` slots, its work ordered by ``policy``
+    (made as the dispatcher makes it, with the recorded seconds as ``--durations`` if
+    ``durations``). The policy sees each case as a :class:`CaseInfo` of a suite ``sim`` whose
+    groups are the workload's (op ``gN``), a case's cost hint its input elements."""
 
-    def __init__(self, workload: Workload, workers: int, calibration: Calibration, durations: bool = True):
-        self.w, self.p, self.c, self.durations = workload, workers, calibration, durations
-        self.batch = calibration.batch(workload.mode)
+    def __init__(
+        self,
+        workload: Workload,
+        workers: int,
+        calibration: Calibration,
+        durations: bool = True,
+        policy: Callable[[PolicyContext], WorkPolicy] = DefaultPolicy,
+    ):
+        self.w, self.p, self.c = workload, workers, calibration
         self.s = _State()
         self._events: list = []
         self._seq = itertools.count()
         self.slots = [_Slot(reported=calibration.worker_start) for _ in range(workers)]
         self.max_splits = max(SPLITS_AT_ONCE, workers // 8)
-        self.s.remaining = workload.total
-        order = range(len(workload.groups))
-        if durations:
-            order = sorted(order, key=lambda g: -workload.groups[g].seconds)
-        self.groups = collections.deque(order)
+        groups = [GroupInfo(SUITE, f"g{g}", DTYPE, (CHECK,)) for g in range(len(workload.groups))]
+        self.index = {info.key: g for g, info in enumerate(groups)}
+        self.listings = [
+            [CaseInfo(CaseId(SUITE, info.op, DTYPE, CHECK, k), cost=case.columns) for k, case in enumerate(group.cases)]
+            for info, group in zip(groups, workload.groups, strict=True)
+        ]
+        self.case: dict[str, Case] = {}  # by the key of its CaseInfo
+        self.group_of: dict[str, int] = {}
+        for g, listing in enumerate(self.listings):
+            for info, case in zip(listing, workload.groups[g].cases, strict=True):
+                self.case[info.key], self.group_of[info.key] = case, g
+        recorded = Durations({key: case.seconds for key, case in self.case.items()}) if durations else None
+        self.policy = policy(PolicyContext(workload.mode, workers, recorded))
+        if self.policy.group_weight is not None:  # as the dispatcher's enumeration: heaviest first
+            groups = sorted(groups, key=self.policy.group_weight, reverse=True)
+        self.policy.put(groups)
 
     # -- the event loop --------------------------------------------------------------------
     def at(self, time: float, action: Callable, *args) -> None:
@@ -169,78 +189,26 @@ class Model:
         self.s.driver_cpu += cost
         return self.s.driver_free
 
-    # -- the queue -------------------------------------------------------------------------
+    # -- the queue: the real policy ------------------------------------------------------
     def next_item(self, paused: bool) -> _Task | None:
-        """As ``WorkQueue.take``: a costly case alone, else a group to list, else a batch; while
-        paused, costly cases only."""
-        if self.s.costly:
-            _, _, group, case = heapq.heappop(self.s.costly)
-            return self.handed(_Task(BATCH, group, (case,)))
-        if paused:
+        """As ``WorkQueue.take``: the policy's next item (while paused, what it hands a paused
+        runner). A group's share is what its lister runs, the rest goes back once listed."""
+        item = self.policy.take(paused)
+        if item is None:
             return None
-        if self.groups:
-            group = self.groups.popleft()
-            share = self.share(self.w.groups[group].cases)
-            return self.handed(_Task(GROUP, group, share))
-        if self.s.listed:
-            group, batch = self.s.listed[0][0], []
-            while self.s.listed and self.s.listed[0][0] == group and not self.full(batch):
-                batch.append(self.s.listed.popleft()[1])
-            return self.handed(_Task(BATCH, group, tuple(batch)))
-        return None
-
-    def handed(self, task: _Task) -> _Task:
-        self.s.remaining -= sum(c.seconds for c in task.cases)
         self.s.tasks += 1
-        return task
-
-    def costly(self, case: Case) -> bool:
-        """Goes alone: recorded at least ``costly_seconds`` (with durations), else (slow mode) a
-        cost hint of at least ``costly_columns`` input elements."""
-        if self.durations:
-            return case.seconds >= self.c.costly_seconds
-        return self.w.mode == "slow" and case.columns >= self.c.costly_columns
-
-    def target(self) -> float | None:
-        """Seconds at which a batch closes, by recorded durations: ``batch_seconds``, or with
-        ``batch_guided`` k the work not handed out yet over k·P (at least ``min_batch_seconds``:
-        guided self-scheduling, batches shrink as the run ends); None: by count alone."""
-        if not self.durations:
-            return None
-        if self.c.batch_guided > 0:
-            return max(self.c.min_batch_seconds, self.s.remaining / (self.c.batch_guided * self.p))
-        return self.c.batch_seconds or None
-
-    def full(self, batch: list[Case]) -> bool:
-        """A batch is full at ``batch`` cases, or with a :meth:`target` at that many recorded
-        seconds (then at most ``batch_cap`` × ``batch`` cases)."""
-        target = self.target()
-        if target is None:
-            return len(batch) >= self.batch
-        return len(batch) >= self.c.batch_cap * self.batch or sum(c.seconds for c in batch) >= target
-
-    def share(self, cases: tuple[Case, ...]) -> tuple[Case, ...]:
-        """The cases the runner that lists a group runs: those not costly, all of them if they
-        fill at most ``group_share`` batches (by count alone), else the first batch."""
-        plain = [c for c in cases if not self.costly(c)]
-        if len(plain) <= self.c.group_share * self.batch and self.target() is None:
-            return tuple(plain)
-        batch: list[Case] = []
-        for case in plain:
-            if self.full(batch):
-                break
-            batch.append(case)
-        return tuple(batch)
+        if item.group is None:
+            cases = tuple(self.case[key] for key in item.cases.keys)
+            return _Task(BATCH, self.group_of[item.cases.keys[0]], cases)
+        group = self.index[item.group.key]
+        share, rest = item.divide(self.listings[group])
+        cases = self.w.groups[group].cases
+        return _Task(GROUP, group, tuple(cases[k] for k in share), rest=rest)
 
     def listed(self, t: float, task: _Task) -> None:
-        """A runner has listed its group: the costly cases go to the queue's front, the rest of
-        its plain cases to the back (batched when handed out); idle runners find them."""
-        cases = self.w.groups[task.group].cases
-        for case in cases:
-            if self.costly(case):
-                heapq.heappush(self.s.costly, (-case.seconds, next(self._seq), task.group, case))
-        plain = [c for c in cases if not self.costly(c)]
-        self.s.listed.extend((task.group, c) for c in plain[len(task.cases) :])
+        """A runner has listed its group: the cases it does not run go back to the policy; idle
+        runners find them."""
+        self.policy.put(task.rest)
         self.wake(t)
 
     # -- the runners -----------------------------------------------------------------------
@@ -286,8 +254,8 @@ class Model:
             self.ask(t, slot)
 
     def more_to_come(self) -> bool:
-        """Work may still come: groups to list, queued cases, split cases, running items."""
-        return bool(self.groups or self.s.listed or self.s.costly or self.s.splits_left or self.busy())
+        """Work may still come: work the policy holds, split cases, running items."""
+        return bool(self.policy.pending() or self.s.splits_left or self.busy())
 
     def busy(self) -> bool:
         return any(not slot.idle for slot in self.slots)
@@ -406,6 +374,13 @@ class Model:
             self.wake(t)
 
 
-def predict(workload: Workload, workers: int, calibration: Calibration, durations: bool = True) -> Prediction:
-    """The model's run of ``workload`` on ``workers`` slots (``durations``: longest first)."""
-    return Model(workload, workers, calibration, durations).run()
+def predict(
+    workload: Workload,
+    workers: int,
+    calibration: Calibration,
+    durations: bool = True,
+    policy: Callable[[PolicyContext], WorkPolicy] = DefaultPolicy,
+) -> Prediction:
+    """The model's run of ``workload`` on ``workers`` slots, ordered by ``policy`` (``durations``:
+    with the recorded seconds, as ``--durations``)."""
+    return Model(workload, workers, calibration, durations, policy).run()

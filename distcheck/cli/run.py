@@ -85,6 +85,14 @@ def add_parser(commands) -> None:
         help="a previous run's JSON report (or run folder, or {case id: seconds}): on Ray, dispatch the "
         "longest groups and cases first",
     )
+    run.add_argument(
+        "--policy",
+        default="default",
+        metavar="NAME",
+        help="on Ray, the order in which the work is handed out: a policy's name (default: costly cases "
+        "first, groups, then batches; installed ones: entry points of group distcheck.policies) or "
+        "MODULE:CLASS",
+    )
     report_options(run)
     run.add_argument(
         "--out",
@@ -145,6 +153,7 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
 def _plan(args: argparse.Namespace, command: list[str]):
     """Check everything that can be checked before a case runs; open the run folder."""
     from distcheck.runner.durations import load_durations
+    from distcheck.runner.policy import load_policy
     from distcheck.runner.preflight import check_writable
     from distcheck.runner.resume import plan_new, plan_resume
     from distcheck.runner.runner import RunOptions
@@ -155,6 +164,7 @@ def _plan(args: argparse.Namespace, command: list[str]):
             check_writable(path, what)
     if args.resume:
         return plan_resume(args.resume, args.serial, args.address, adapt=lambda s, made: _resumed(args, s, made))
+    load_policy(args.policy)  # an unknown policy is an error before the run folder is made
     loaded = suite(args)
     check_junit_names(args, loaded.name)
     options = RunOptions(
@@ -165,6 +175,7 @@ def _plan(args: argparse.Namespace, command: list[str]):
         max_cases=args.max_cases,
         reruns=args.reruns,
         durations=load_durations(args.durations) if args.durations else None,
+        policy=args.policy,
         gpus_per_runner=args.gpus_per_runner,
     )
     return plan_new(loaded, args.suite, args.mode, selection(args), options, args.out, command, suite_options(loaded))
@@ -181,6 +192,8 @@ def _resumed(args: argparse.Namespace, loaded, made: dict):
 def _check_conflicts(args: argparse.Namespace) -> None:
     if args.strict_flaky and not args.reruns and not args.resume:
         raise UsageError("--strict-flaky needs --reruns N (without reruns no case can be flaky)")
+    if args.serial and args.policy != "default" and not args.resume:
+        raise UsageError("--policy orders the work of a Ray run; --serial runs the cases in enumeration order")
     if args.resume:
         taken = [name for name in _given(args) if name not in RESUME_KEEPS]
         if taken:

@@ -5,8 +5,8 @@
   suite's groups there (an op in a dtype, from metadata: the driver never generates a sample)
   and otherwise only reads what the runners report. A runner that takes a group lists it
   (generating and fingerprinting its samples), runs its share of the cases while the samples
-  are at hand — all of them, or the first batch of a large group — and puts the rest back into
-  the queue, costly cases alone and first (see :mod:`.durations`). Any runner can take a batch:
+  are at hand — the policy's choice (:mod:`.policy`; by default all of them, or the first
+  batch of a large group) — and puts the rest back into the queue. Any runner can take a batch:
   it rebuilds the samples from the case ids and checks each fingerprint against the listed one.
   So the driver's work grows with the messages it reads, not with tasks or samples.
 - **Streaming.** A runner is a Ray generator. It reports every ``REPORT_EVERY`` seconds of work
@@ -52,7 +52,7 @@ import dataclasses
 import gc
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import ray
@@ -64,35 +64,26 @@ from distcheck.runner import hash_seed
 from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import Outcome, SplitRequest, run_case, timeout_record, to_record
-from distcheck.runner.durations import CostlyRule, Durations
-from distcheck.runner.feed import WAIT, Enumeration, Item, WorkQueue
+from distcheck.runner.default_policy import DefaultPolicy
+from distcheck.runner.durations import Durations
+from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
+from distcheck.runner.policy import Item, PolicyContext, WorkPolicy
 from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.split import run_split
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from distcheck.runner.protocols import Sink
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
 SPLITS_AT_ONCE = 2  # coordinators running at once, at least (a cluster of P workers: P / 8)
-GROUP_SHARE = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
 _ENDED = object()  # a generator's task has ended (see _Run.message)
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
-
-
-def share_of(listing: list[CaseInfo], rule: CostlyRule, size: int) -> list[int]:
-    """Which listed cases (indices) the runner that listed them runs: the group's runnable
-    cases that are not costly — with durations, a batch's worth of recorded work; else all of
-    them if they are few, or the first ``size``."""
-    runnable = [k for k, case in enumerate(listing) if case.status == RUN and rule.weight(case) is None]
-    if rule.batch_seconds is not None:
-        return runnable[: rule.batch([listing[k] for k in runnable], size)]
-    return runnable if len(runnable) <= GROUP_SHARE * size else runnable[:size]
 
 
 _prepared: set[str] = set()
@@ -109,7 +100,7 @@ def _prepare(suite: Suite) -> None:
 
 
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")
-def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float, selection: Selection, size: int):
+def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float, selection: Selection):
     """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
     ``("start", item)``, ``("listed", item id, listing, share)`` (the listing a
     :class:`~distcheck.runner.batches.CaseList`; or ``("unlisted", item id, message)``),
@@ -153,9 +144,7 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
                 events.append(("unlisted", item.id, f"listing the group failed: {type(e).__name__}: {e}"))
                 finished = item.id
                 continue
-            share = share_of(listing, item.rule, size)
-            mine = set(share)
-            rest = [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
+            share, rest = item.divide(listing)
             if rest:
                 work.put.remote(rest)  # before this runner's next take (actor calls keep their order)
             events.append(("listed", item.id, CaseList(listing), share))
@@ -220,7 +209,7 @@ def _careful(item: Item, suite: Suite, budget: Budget, selection: Selection):
         except Exception as e:
             yield [("unlisted", item.id, f"listing the group failed: {type(e).__name__}: {e}")]
             return
-        share = [k for k, case in enumerate(listing) if case.status == RUN]
+        share = [k for k, case in enumerate(listing) if case.status == RUN]  # all, whatever the item's share
         yield [("listed", item.id, CaseList(listing), share)]
         cases = [listing[k] for k in share]
     for k, case in enumerate(cases):
@@ -254,16 +243,17 @@ class _Split:
 @dataclass(frozen=True)
 class RayDispatchOptions:
     """How a Ray dispatch runs: the cases' ``budget`` and ``timeout`` (seconds, None: none), the
-    cluster's ``address`` (see ``ensure_ray``), ``batch_size`` cases per item of listed cases,
-    which cases go alone (``costly``), a previous run's ``durations`` (longest work first), the
-    budget of a split case's coordinator (``split_budget``; default: the memory budget alone,
-    never split again), and the GPUs each runner asks for (``gpus_per_runner``; None: CPUs)."""
+    cluster's ``address`` (see ``ensure_ray``), the order of the work (``policy``: made once
+    per dispatch from a :class:`~distcheck.runner.policy.PolicyContext` with a previous run's
+    ``durations`` and ``batch_size``, None: the policy's own), the budget of a split case's
+    coordinator (``split_budget``; default: the memory budget alone, never split again), and the
+    GPUs each runner asks for (``gpus_per_runner``; None: CPUs)."""
 
     budget: Budget
     timeout: float | None = None
     address: str | None = None
-    batch_size: int = 32
-    costly: CostlyRule = field(default_factory=CostlyRule)
+    policy: Callable[[PolicyContext], WorkPolicy] = DefaultPolicy
+    batch_size: int | None = None
     durations: Durations | None = None
     split_budget: Budget | None = None
     gpus_per_runner: float | None = None
@@ -275,7 +265,7 @@ class RayDispatcher:
     def __init__(self, suite: Suite, selection: Selection, options: RayDispatchOptions):
         self.suite, self.selection = suite, selection
         self.budget, self.timeout, self.address = options.budget, options.timeout, options.address
-        self.batch_size, self.costly, self.durations = options.batch_size, options.costly, options.durations
+        self.policy, self.batch_size, self.durations = options.policy, options.batch_size, options.durations
         self.split_budget = options.split_budget or Budget(options.budget.max_bytes)
         self.first_dispatch: float | None = None  # perf_counter() of the first work handed out
         self.stop = threading.Event()  # set: the run stops (cancelling what runs)
@@ -316,8 +306,9 @@ class _Run:
         self.d, self.sink = dispatcher, sink
         timeout = dispatcher.timeout
         self.report_every = min(REPORT_EVERY, timeout / 4) if timeout else REPORT_EVERY
-        durations = dispatcher.durations
-        self.enumeration = Enumeration(items, durations.group_seconds if durations else None)
+        context = PolicyContext(dispatcher.suite.mode, dispatcher.workers, dispatcher.durations, dispatcher.batch_size)
+        policy = dispatcher.policy(context)
+        self.enumeration = Enumeration(items, policy.group_weight)
         env = hash_seed.task_runtime_env(ray.get_runtime_context().runtime_env)
         if dispatcher.worker_env:
             env = {"env_vars": {**hash_seed.ENV, **dispatcher.worker_env}}
@@ -326,7 +317,7 @@ class _Run:
         # The queue lives on the driver's node: it must not go down with another node.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env, scheduling_strategy=here)
-        self.queue = queue.remote(dispatcher.costly, dispatcher.batch_size, durations, dispatcher.workers)
+        self.queue = queue.remote(policy)
         self.runner_task = _runner.options(runtime_env=env, **dispatcher.task_options())
         self.split_task = run_split.options(runtime_env=env)
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
@@ -355,7 +346,7 @@ class _Run:
     def start_runner(self) -> None:
         d = self.d
         generator = self.runner_task.remote(
-            self.next_runner, self.queue, d.suite, d.budget, self.report_every, d.selection, d.batch_size
+            self.next_runner, self.queue, d.suite, d.budget, self.report_every, d.selection
         )
         self.runners[generator] = _Runner(self.next_runner, since=time.monotonic())
         self.next_runner += 1
@@ -524,7 +515,7 @@ class _Run:
         """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once). Once one
         has started (see :meth:`receive_split`), runners stop as they finish their items, so that
         the chunks (cut for every worker of the cluster) get the CPUs — except to take costly
-        cases, which may be split cases too (see ``WorkQueue.pause``)."""
+        cases, which may be split cases too (see ``DefaultPolicy``)."""
         self.waiting.append(case)
         self.start_waiting()
 

@@ -32,15 +32,14 @@ from dataclasses import dataclass
 
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.collector import Collector
-from distcheck.runner.durations import COSTLY, CostlyRule, Durations
+from distcheck.runner.durations import Durations
 from distcheck.runner.gpus import check_local, check_share, is_cuda
+from distcheck.runner.policy import DEFAULT, load_policy
 from distcheck.runner.protocols import Dispatcher, Interrupted, Listener
 from distcheck.runner.records import CaseRecord
 from distcheck.runner.reruns import rerun
 from distcheck.runner.result import RunResult
 from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
-
-FAST_BATCH, SLOW_BATCH = 32, 16  # cases per Ray task
 
 
 @dataclass(frozen=True)
@@ -50,12 +49,14 @@ class RunOptions:
     slow-mode case (None: a quarter of this machine's RAM); ``max_cases``: the first N cases
     only; ``split_seconds``: on Ray, a case estimated above this much work runs in Jacobian
     chunks over every worker, if its Jacobians take at most ``split_max_mb`` (larger ones cost
-    mostly whole-Jacobian work that one process does anyway); ``batch_size``: cases per Ray
-    task (None: by mode); ``durations``: recorded seconds per case (a previous run's), to
-    dispatch the longest work first; ``reruns``: runs of a failing, erroring or timed-out case
-    after the first (see the module's docstring); ``gpus_per_runner``: on Ray, the GPUs each
-    runner (and each chunk task of a split case) asks for when the suite's device is a GPU
-    (0.25: four runners share a GPU; see :mod:`.gpus`)."""
+    mostly whole-Jacobian work that one process does anyway); ``policy``: on Ray, the order of
+    the work (a name or ``MODULE:CLASS``, see :mod:`.policy`; a serial run goes in enumeration
+    order); ``batch_size``: cases per batch of listed cases (None: the policy's, by mode);
+    ``durations``: recorded seconds per case (a previous run's), to dispatch the longest work
+    first; ``reruns``: runs of a failing, erroring or timed-out case after the first (see the
+    module's docstring); ``gpus_per_runner``: on Ray, the GPUs each runner (and each chunk task
+    of a split case) asks for when the suite's device is a GPU (0.25: four runners share a GPU;
+    see :mod:`.gpus`)."""
 
     serial: bool = False
     address: str | None = None
@@ -64,6 +65,7 @@ class RunOptions:
     max_cases: int | None = None
     split_seconds: float = 4.0
     split_max_mb: float = 256.0
+    policy: str = DEFAULT
     batch_size: int | None = None
     durations: Durations | None = None
     reruns: int = 0
@@ -108,7 +110,7 @@ def work(
 def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> Dispatcher:
     """The run's dispatcher. UsageError if the suite's device is not there: a GPU this machine
     lacks (serial, at once), or the Ray cluster (when the dispatcher first counts its workers,
-    before any case runs)."""
+    before any case runs), or an unknown policy."""
     device = getattr(suite, "device", "cpu")
     if options.serial:
         from distcheck.runner.serial import SerialDispatcher
@@ -118,13 +120,12 @@ def make_dispatcher(suite: Suite, options: RunOptions, selection: Selection) -> 
     from distcheck.runner.ray_dispatch import RayDispatcher, RayDispatchOptions
 
     check_share(options.gpus_per_runner)
-    slow = suite.mode == "slow"
     ray_options = RayDispatchOptions(
         budget=options.budget(split=True, device=device),
         timeout=options.timeout,
         address=options.address,
-        batch_size=options.batch_size or (SLOW_BATCH if slow else FAST_BATCH),
-        costly=CostlyRule(min_cost=COSTLY if slow else None),
+        policy=load_policy(options.policy),
+        batch_size=options.batch_size,
         durations=options.durations,
         gpus_per_runner=options.gpus_per_runner if is_cuda(device) else None,
     )

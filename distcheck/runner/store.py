@@ -45,6 +45,7 @@ RECORDED_OPTIONS = (
     "max_cases",
     "split_seconds",
     "split_max_mb",
+    "policy",
     "batch_size",
     "reruns",
     "gpus_per_runner",

@@ -10,10 +10,11 @@ import pytest
 from benchmarks import simulate
 from benchmarks.sim import calibration
 from benchmarks.sim.calibration import Calibration
-from benchmarks.sim.model import predict
+from benchmarks.sim.model import Model, predict
 from benchmarks.sim.nightly import nightly, ratios
 from benchmarks.sim.workload import Case, Group, Workload, from_recording
 from distcheck.suites.replay import parse
+from tests.runner.lifo_policy import LifoPolicy
 
 FREE = Calibration(
     task_overhead=0.0,
@@ -106,14 +107,25 @@ def test_the_driver_can_be_the_bound():
     assert p.wall >= p.driver_cpu
 
 
-def test_batches_closed_by_seconds_shorten_the_tail():
-    w = workload(*[[0.75] * 64 for _ in range(4)])  # batches of 32 cases of 24 s
-    by_count = predict(w, 64, Calibration(batch_guided=0))
-    by_seconds = predict(w, 64, Calibration(batch_guided=0, batch_seconds=0.5))
-    guided = predict(w, 64, Calibration(batch_guided=4))
-    assert by_count.wall > 20 and by_seconds.wall < 6 and guided.wall < 6
-    assert by_seconds.tail < by_count.tail and guided.tail < by_count.tail
-    assert predict(w, 64, Calibration(batch_guided=4), durations=False).wall == by_count.wall  # needs durations
+def test_batches_closed_by_recorded_seconds_shorten_the_tail():
+    """The default policy: without durations batches of 32 cases (24 s each here); with them,
+    guided by the work not handed out yet."""
+    w = workload(*[[0.75] * 64 for _ in range(4)])
+    by_count = predict(w, 64, Calibration(), durations=False)
+    guided = predict(w, 64, Calibration(), durations=True)
+    assert by_count.wall > 20 and guided.wall < 6 and guided.tail < by_count.tail
+
+
+def test_the_simulator_runs_an_outside_policy():
+    """The model drives the policy objects themselves: last in, first out hands the groups out
+    in reverse (each listed and run whole by one runner)."""
+    w = workload([0.5] * 40, [0.1], [0.2] * 3, mode="slow")
+    model = Model(w, 2, FREE, durations=True, policy=LifoPolicy)
+    p = model.run()
+    assert model.policy.handed == ["sim::g2::float64", "sim::g1::float64", "sim::g0::float64"]
+    assert p.tasks == 3 and p.wall == pytest.approx(0.1 + 20.0)  # g0 whole, after g1, on one worker
+    default = predict(w, 2, FREE, durations=True)
+    assert default.tasks > 3 and default.wall < p.wall
 
 
 def recording(split_columns: int, split_work: float):
@@ -152,7 +164,9 @@ def test_calibration_file_and_overrides(tmp_path):
     default = calibration.load()
     assert default.task_overhead == 0.0008 and default.listing_per_case > 0
     assert calibration.load(replay=True).listing_per_case == 0.0
-    assert default.with_values({"batch_fast": 8.0}).batch_fast == 8
+    assert default.with_values({"idle_poll": 0.1}).idle_poll == 0.1
+    with pytest.raises(ValueError, match="unknown calibration constant 'batch_fast'"):  # the policy's
+        default.with_values({"batch_fast": 8})
     with pytest.raises(ValueError, match="unknown calibration constant 'nope'"):
         default.with_values({"nope": 1})
 
@@ -179,3 +193,7 @@ def test_the_command_line(tmp_path, capsys):
     assert simulate.main([str(tmp_path / "missing.json")]) == 2
     assert simulate.main([str(path), "--set", "nope=1"]) == 2
     assert "unknown calibration constant" in capsys.readouterr().err
+    assert simulate.main([str(path), "--workers", "2", "--policy", "tests.runner.lifo_policy:LifoPolicy"]) == 0
+    assert "policy tests.runner.lifo_policy:LifoPolicy" in capsys.readouterr().out
+    assert simulate.main([str(path), "--policy", "nope"]) == 2
+    assert "simulate: error: unknown policy 'nope'" in capsys.readouterr().err

@@ -7,8 +7,10 @@ import time
 
 import pytest
 
-from distcheck.runner.durations import CostlyRule, Durations, load_durations
+from distcheck.runner.default_policy import CostlyRule, DefaultPolicy
+from distcheck.runner.durations import Durations, load_durations
 from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
+from distcheck.runner.policy import PolicyContext
 from distcheck.suites import CaseId, CaseInfo, GroupInfo, UsageError
 
 
@@ -28,8 +30,9 @@ def _name(item) -> str | list[str]:
     return [f"{c.id.op}{c.id.sample}" for c in item.cases]
 
 
-def _queue(rule: CostlyRule | None = None, size: int = 3) -> WorkQueue:
-    return WorkQueue(rule or CostlyRule(), size)
+def _queue(mode: str = "slow", size: int = 3, durations: Durations | None = None) -> WorkQueue:
+    """A queue with the default policy (slow mode: cost hints make cases costly)."""
+    return WorkQueue(DefaultPolicy(PolicyContext(mode, 1, durations, size)))
 
 
 def _drain(queue: WorkQueue, runner: int = 0) -> list:
@@ -49,7 +52,7 @@ def test_batches_hold_one_group_and_costly_cases_go_first():
 
 
 def test_without_a_cost_threshold_order_is_kept():
-    queue = _queue(CostlyRule(min_cost=None), size=8)
+    queue = _queue("fast", size=8)
     queue.put([_case("a", 0), _case("a", 1, cost=5000)])
     assert _drain(queue) == [["a0", "a1"]]
 
@@ -129,13 +132,14 @@ def test_durations_order_groups_longest_first(tmp_path):
     while not enumeration.over and time.monotonic() < deadline:
         taken += enumeration.take(wait=0.05)
     assert [getattr(item, "op", None) or item.id.op for item in taken] == ["h", "g", "x"]
-    queue = WorkQueue(CostlyRule(min_cost=None), 4, durations, workers=1)
+    queue = _queue("fast", 4, durations)
     queue.put([_group("h"), _group("g")])
     group = queue.take(0)
-    assert group.rule.batch_seconds == 12.5 / 4 and group.rule.durations["s::h::float64::sample1::grad"] == 9.0
+    rule = group.share.rule
+    assert rule.batch_seconds == 12.5 / 4 and rule.durations["s::h::float64::sample1::grad"] == 9.0
     queue.put([_case("h", 0), _case("h", 1), _case("h", 2)])
     assert _drain(queue) == [["h1"], ["h0"], "group g", ["h2"]]
-    assert durations.rule(CostlyRule(), _group("g")).durations == {"s::g::float64::sample0::grad": 0.5}
+    assert CostlyRule().with_durations(durations, _group("g")).durations == {"s::g::float64::sample0::grad": 0.5}
 
 
 @pytest.mark.parametrize(
@@ -152,7 +156,7 @@ def test_bad_durations_files_are_usage_errors(tmp_path, content, message):
 
 def test_with_durations_batches_hold_a_shrinking_part_of_the_work():
     seconds = {f"s::a::float64::sample{k}::grad": 0.5 for k in range(40)}
-    queue = WorkQueue(CostlyRule(min_cost=None), 8, Durations(seconds), workers=1)
+    queue = _queue("fast", 8, Durations(seconds))
     queue.put([_case("a", k) for k in range(40)])  # 20 s of recorded work
     sizes = [len(item) for item in _drain(queue)]
     assert sum(sizes) == 40 and sizes[0] == 10  # 20 s / 4 workers' worth: 5 s, 10 cases

@@ -194,14 +194,14 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     ``report_every`` seconds of work)."""
     from distcheck.runner.budget import Budget
     from distcheck.runner.case_runner import SplitRequest
-    from distcheck.runner.feed import Item
+    from distcheck.runner.policy import Item
     from distcheck.runner.ray_dispatch import _runner
     from distcheck.suites.base import RUN, CaseId, CaseInfo
 
     suite = FakeSuite("slow", ops=("drag", "sin"))
     info = lambda op: CaseInfo(CaseId("fake", op, "float64", "grad", 0), RUN, "", f"fp-{op}")  # noqa: E731
     queue = _FakeQueue(ray_cluster, [Item(0, cases=(info("drag"),)), Item(1, cases=(info("sin"),))])
-    runner = _runner._function(0, queue, suite, Budget(2**30, split_seconds=0.01), 600.0, Selection(), 8)
+    runner = _runner._function(0, queue, suite, Budget(2**30, split_seconds=0.01), 600.0, Selection())
     reports = []
     for events in runner:
         reports.append((queue.taken, [event[0] for event in events]))

@@ -1,0 +1,140 @@
+"""The scheduling seam: a :class:`WorkPolicy` decides in which order, and in which pieces, a Ray
+dispatch hands out its work; everything else about the work (who holds what, what a lost runner
+took, when all is done) is the queue's (:class:`~distcheck.runner.feed.WorkQueue`).
+
+A policy is chosen by name, the string ``distcheck run --policy`` and ``RunOptions.policy``
+take (looked up as suites are, see :mod:`distcheck.suites.loading`):
+
+- a built-in policy's name (``default``: :mod:`.default_policy`);
+- an installed policy's name: an entry point of group ``distcheck.policies``
+  (``NAME = "module:Class"``, read from package metadata: listing them imports nothing);
+- ``MODULE:NAME``: attribute ``NAME`` (dotted names allowed) of any importable module.
+
+What is found is called with a :class:`PolicyContext` once per dispatch, on the driver; the
+policy object then travels to the queue's actor (it must pickle: its class importable by the
+workers) and the simulator (``benchmarks/sim/``) drives the same objects. A policy that fails
+to load is a :class:`PolicyLoadError`, one line (the command line exits 2 before anything runs).
+The serial dispatcher runs cases in enumeration order: policies order Ray dispatches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from distcheck.runner.batches import CaseList
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo, UsageError
+
+if TYPE_CHECKING:
+    from distcheck.runner.durations import Durations
+
+ENTRY_POINT_GROUP = "distcheck.policies"
+DEFAULT = "default"
+BUILT_IN = {DEFAULT: "distcheck.runner.default_policy:DefaultPolicy"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One piece of work for a runner: a group to list, or a batch of listed cases (a
+    :class:`~distcheck.runner.batches.CaseList`: the driver, to which a runner tells the item it
+    starts, does not unpickle them); ``careful``: report after every case. ``share``: of a
+    group, which listed cases its lister runs (see :meth:`share_of`). A policy makes items
+    without an ``id``: the queue gives each one as it hands it out."""
+
+    id: int = 0
+    group: GroupInfo | None = None
+    share: Callable[[Sequence[CaseInfo]], list[int]] | None = None
+    cases: Sequence[CaseInfo] = ()
+    careful: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cases", CaseList.of(self.cases))
+
+    def share_of(self, listing: Sequence[CaseInfo]) -> list[int]:
+        """The indices of the listed cases the runner that listed this group runs itself, on
+        the worker (``share``; without one, every runnable case): the policy gets the group's
+        other runnable cases back through :meth:`WorkPolicy.put`."""
+        if self.share is None:
+            return [k for k, case in enumerate(listing) if case.status == RUN]
+        return self.share(listing)
+
+    def divide(self, listing: Sequence[CaseInfo]) -> tuple[list[int], list[CaseInfo]]:
+        """:meth:`share_of` ``listing``, and the other runnable cases (for the queue)."""
+        share = self.share_of(listing)
+        mine = set(share)
+        return share, [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy is made for: the suite's ``mode`` (``fast`` / ``slow``), the dispatch's
+    ``workers``, a previous run's ``durations`` (``--durations``; None: unknown) and the
+    ``batch_size`` the run asked for (``RunOptions.batch_size``; None: the policy's own)."""
+
+    mode: str
+    workers: int = 1
+    durations: Durations | None = None
+    batch_size: int | None = None
+
+
+class WorkPolicy(Protocol):
+    """The order of a dispatch's work. The queue calls it from one thread (an actor's), and
+    hands every :class:`Item` it returns to a runner, with an id of its own. A group's item may
+    carry a ``share`` (see :meth:`Item.share_of`): which of the listed cases the runner that
+    lists the group runs itself, on the worker — the rest of the group's runnable cases come
+    back through :meth:`put`."""
+
+    group_weight: Callable[[GroupInfo], float] | None
+    """If set, the driver enumerates every group before dispatching and puts them in the
+    queue heaviest first (enumeration is metadata only); None: as they are enumerated."""
+
+    def put(self, work: Sequence[GroupInfo | CaseInfo]) -> None:
+        """Groups to list, and listed runnable cases (those of a group its lister did not run)."""
+
+    def resubmit(self, batches: Sequence[tuple[Sequence[CaseInfo], bool]]) -> None:
+        """Cases given back ``(cases, careful)`` after a lost runner or a timeout (``careful``:
+        report after every case); they were started long ago."""
+
+    def take(self, paused: bool) -> Item | None:
+        """The next item, or None if there is none now (more may be put). ``paused``: split
+        cases hold the cluster; a runner that gets None stops until they are done."""
+
+    def pending(self) -> bool:
+        """Whether work is left to hand out."""
+
+
+class PolicyLoadError(UsageError):
+    """A policy name that names nothing, or a policy that fails to load (one line)."""
+
+
+def installed() -> dict[str, str]:
+    """The policies installed packages register (``name: module:Class``), from their metadata."""
+    return {entry.name: entry.value for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_policy(spec: str) -> Callable[[PolicyContext], WorkPolicy]:
+    """What makes the policy ``spec`` names (a class, or a factory taking a
+    :class:`PolicyContext`). :class:`PolicyLoadError` for a name that names nothing, a module
+    or attribute that cannot be loaded, or an object that cannot be called."""
+    known = {**installed(), **BUILT_IN}  # a built-in name is never taken over
+    target = known.get(spec)
+    if target is None:
+        module, colon, attribute = spec.partition(":")
+        if not (colon and module and attribute):
+            names = ", ".join(sorted(known))
+            raise PolicyLoadError(f"unknown policy {spec!r} (known: {names}; or MODULE:CLASS)")
+        target = spec
+    try:
+        module, _, attribute = target.partition(":")
+        found: Any = importlib.import_module(module.strip())
+        for part in attribute.strip().split("."):
+            found = getattr(found, part)
+    except Exception as e:
+        reason = " ".join(f"{type(e).__name__}: {e}".split())
+        raise PolicyLoadError(f"policy {spec!r} ({target}) failed to load: {reason}") from e
+    if not callable(found):
+        raise PolicyLoadError(f"policy {spec!r} ({target}) is a {type(found).__name__}, not a class or factory")
+    return found
