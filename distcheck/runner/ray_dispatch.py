@@ -33,9 +33,9 @@
 - **Stop.** The loop ends, cancelling what runs, when the dispatcher's ``stop`` event is set.
 - **Split cases.** A runner estimates each slow-mode case first: one above the split thresholds
   comes back as ``split``, and the driver hands it at once to a *coordinator* (:mod:`.split`:
-  a long-lived actor, one case at a time; a slow-mode run starts one as it starts): on the
-  cluster, with its own RNG state, it runs the case's check on the Ray executor, which cuts its
-  Jacobians into chunks over every worker. Several split cases run at once; once a coordinator
+  a long-lived actor, one case at a time; a slow-mode run starts one before its first
+  dispatch): on the cluster, with its own RNG state, it runs the case's check on the Ray
+  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at once; once a coordinator
   has begun one, runners stop as they finish their items (but for costly cases, which may be
   split cases too), so that the chunks get the CPUs, and start again when no split case is
   left. A timed-out split case's coordinator is killed, and its chunks with it.
@@ -338,7 +338,7 @@ class _Run:
         self.runner_task = _runner.options(runtime_env=env, **dispatcher.task_options())
         self.coordinators = coordinators(env)
         if getattr(dispatcher.suite, "mode", None) == "slow" and dispatcher.budget.split_seconds is not None:
-            self.coordinators.warm(dispatcher.suite)  # its process starts with the run, not with the first split case
+            self.coordinators.warm(dispatcher.suite)  # before the first dispatch, not with the first split case
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
         self.waiting: collections.deque[_Split] = collections.deque()  # split cases not started yet

@@ -11,11 +11,11 @@ slots). One case at a time in its own process, its global RNG (the suite reseeds
 every call) is its own.
 
 Coordinators are kept for the driver's Ray job (:class:`Coordinators`, one pool per worker
-environment): a slow-mode run starts one as it starts, so the first split case does not wait
-for a process to start and load the suite (seconds: torch and the op database), and every later
-case, or run, reuses them (before, each split case started a task, often in a new process). A
-coordinator whose case timed out or was stopped is killed; its chunk tasks, left without an
-owner, are stopped by Ray.
+environment): a slow-mode run starts one before its first dispatch, as the workers are warmed,
+so the first split case does not wait for a process to start and load the suite (seconds: torch
+and the op database), and every later case, or run, reuses them (before, each split case
+started a task, often in a new process). A coordinator whose case timed out or was stopped is
+killed; its chunk tasks, left without an owner, are stopped by Ray.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import ray
 
-from distcheck.executors.ray_executor import RayExecutor, RayResults, warm_libraries
+from distcheck.executors.ray_executor import WARM_TIMEOUT, RayExecutor, RayResults, warm_libraries
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
 from distcheck.runner.budget import Budget
@@ -83,6 +83,9 @@ class Coordinator:
         self.prepare(suite)
         warm_libraries()
 
+    def ready(self) -> bool:
+        return True
+
     def prepare(self, suite: Suite) -> None:
         if suite.name not in self.prepared:
             suite.prepare()
@@ -110,11 +113,15 @@ class Coordinators:
         self._idle: list[ray.actor.ActorHandle] = []
         self._busy: dict[ray.ObjectRefGenerator, ray.actor.ActorHandle] = {}
 
-    def warm(self, suite: Suite) -> None:
-        """Start a coordinator that loads ``suite`` now if none is there, so that the first split
-        case finds it ready."""
+    def warm(self, suite: Suite, timeout: float = WARM_TIMEOUT) -> None:
+        """Start a coordinator that loads ``suite`` if none is there, and wait until it has (up
+        to ``timeout`` seconds): a coordinator is part of a warm cluster, as its warm workers
+        are, so that the first split case does not wait for a process to import torch and load
+        the suite (on a loaded 2-core machine: 30 s)."""
         if not self._idle and not self._busy:
-            self._idle.append(self._actor.remote(suite))
+            actor = self._actor.remote(suite)
+            self._idle.append(actor)
+            ray.wait([actor.ready.remote()], timeout=timeout)
 
     def start(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None):
         """The case on an idle coordinator (a new one if none is idle): its generator, see
