@@ -8,8 +8,9 @@ workers of a new local Ray (`--workers`, default 2), as subprocesses, each round
     .venv/bin/python benchmarks/bench_split.py --code /tmp/old --code . # two code trees, alternating
 
 Every process of a run (the command and its descendants: Ray's processes and workers) is
-sampled from ``/proc`` every ``--every`` seconds: its CPU time and its peak resident memory
-(``VmHWM``). Printed per run:
+sampled from ``/proc`` every ``--every`` seconds: its CPU time and its resident memory, private
+(``RssAnon``) and shared (``RssShmem``: the pages of Ray's object store it touched, which hold
+the chunks' results: the cluster's memory, counted once, not the process's). Printed per run:
 
 - wall: the case's seconds in one process, and the split run's from its first dispatch to its
   end (the run's report); **efficiency** = one-process seconds / (workers × split seconds);
@@ -19,8 +20,8 @@ sampled from ``/proc`` every ``--every`` seconds: its CPU time and its peak resi
   the driver); **CPU efficiency** = one-process CPU / split CPU, of all the processes and of
   the case's own (driver, runners, coordinator, chunk tasks and block jobs: not Ray's processes
   and idle workers, whose CPU grows with the wall time on a loaded machine);
-- memory: per kind of process, the largest peak resident memory of one process and its growth
-  over what that process held at the first dispatch (or when it first appeared), against the
+- memory: per kind of process, the largest private peak of one process and its growth over what
+  it held at the first dispatch (a process started later: over a warm worker's), against the
   block budget (`--block-mb`, passed as ``$DISTCHECK_BLOCK_MB``) plus the case's inputs.
 
 A process counts as the kinds it was seen as (a Ray worker renames itself for every task).
@@ -78,27 +79,30 @@ def kind_of(command: str, pid: int, driver: int) -> str:
 
 @dataclass
 class Seen:
-    """One process as sampled: CPU so far, peak and first resident memory (kB), its kinds."""
+    """One process as sampled: CPU so far, the largest private and shared resident memory seen
+    (kB), its kinds."""
 
     cpu: float = 0.0
     peak_kb: int = 0
-    first_kb: int | None = None
+    shared_kb: int = 0
     kinds: set[str] = field(default_factory=set)
 
 
 def _status_kb(pid: int) -> tuple[int, int]:
-    """``(VmRSS, VmHWM)`` in kB (0, 0 if the process is gone)."""
-    rss = hwm = 0
+    """``(RssAnon, RssShmem)`` in kB: private memory, and the shared memory it has touched (a Ray
+    worker's pages of the object store, which hold the chunks' results: the cluster's memory,
+    not the process's); (0, 0) if the process is gone."""
+    anon = shmem = 0
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1])
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1])
+                elif line.startswith("RssShmem:"):
+                    shmem = int(line.split()[1])
     except OSError:
         pass
-    return rss, hwm
+    return anon, shmem
 
 
 def _table() -> dict[int, tuple[int, float, str]]:
@@ -145,16 +149,15 @@ class Sampler(threading.Thread):
         by_kind: dict[str, float] = collections.defaultdict(float)
         for pid in ours:
             _, cpu, command = table[pid]
-            rss, hwm = _status_kb(pid)
+            anon, shmem = _status_kb(pid)
             seen = self.seen.setdefault(pid, Seen())
             kind = kind_of(command, pid, self.root)
             by_kind[kind] += cpu - seen.cpu
-            seen.cpu, seen.peak_kb = cpu, max(seen.peak_kb, hwm)
-            seen.first_kb = rss if seen.first_kb is None else seen.first_kb
+            seen.cpu, seen.peak_kb, seen.shared_kb = cpu, max(seen.peak_kb, anon), max(seen.shared_kb, shmem)
             seen.kinds.add(kind)
+            self.marks.setdefault(now, {})[pid] = anon
         total = sum(s.cpu for s in self.seen.values())
         self.series.append((now, total, dict(by_kind)))
-        self.marks[now] = {pid: _status_kb(pid)[0] for pid in ours}
 
 
 @dataclass
@@ -203,9 +206,23 @@ def run(command: list[str], env: dict, every: float) -> Run:
             sampler.done.set()
             sampler.join()
         ended = sampler.reported or time.monotonic()
+        if not os.path.exists(report):  # e.g. Ray's node timed out starting on a loaded machine
+            raise RuntimeError(f"the run wrote no report (exit status {child.returncode}): {' '.join(command)}")
         with open(report) as f:
             data = json.load(f)
     return Run(ended - begin, data, sampler, ended)
+
+
+def run_again(command: list[str], env: dict, every: float, tries: int = 3) -> Run:
+    """:func:`run`, up to ``tries`` times while a run writes no report."""
+    for attempt in range(tries):
+        try:
+            return run(command, env, every)
+        except RuntimeError as e:
+            if attempt == tries - 1:
+                raise
+            print(f"    {e}; once more")
+    raise AssertionError("unreachable")
 
 
 # a process that was several kinds (a Ray worker renames itself per task) counts as the first here
@@ -213,11 +230,12 @@ PRIMARY = ("coordinator", "block jobs", "chunk tasks", "runners", "driver", "oth
 WORKERS = ("coordinator", "block jobs", "chunk tasks", "runners", "other Ray tasks and actors", "idle workers")
 
 
-def memory(run_: Run, since: float) -> tuple[int, dict[str, tuple[int, int]]]:
-    """``(warm, per kind: (the largest peak of one process, the largest growth of one))``, in kB:
-    ``warm`` is the most a Ray worker process held at ``since`` (the first dispatch: torch and
-    the suite loaded), and a process's growth is its peak over what it held at ``since`` — over
-    ``warm`` for a process started later."""
+def memory(run_: Run, since: float) -> tuple[int, dict[str, tuple[int, int, int]]]:
+    """``(warm, per kind: (the largest private peak of one process, the largest growth of one,
+    the most shared memory one touched))``, in kB: ``warm`` is the most private memory a Ray
+    worker process held at ``since`` (the first dispatch: torch and the suite loaded), and a
+    process's growth is its private peak over what it held at ``since`` — over ``warm`` for a
+    process started later."""
     marks = sorted(run_.sampler.marks.items())
     at = next((held for when, held in marks if when >= since), {})
     seen = run_.sampler.seen
@@ -227,8 +245,9 @@ def memory(run_: Run, since: float) -> tuple[int, dict[str, tuple[int, int]]]:
         kind = next((k for k in PRIMARY if k in process.kinds), None)
         if kind is None:
             continue  # Ray's own processes, idle workers
-        peak, growth = out.get(kind, (0, 0))
-        out[kind] = (max(peak, process.peak_kb), max(growth, process.peak_kb - at.get(pid, warm)))
+        peak, growth, shared = out.get(kind, (0, 0, 0))
+        grown = process.peak_kb - at.get(pid, warm)
+        out[kind] = (max(peak, process.peak_kb), max(growth, grown), max(shared, process.shared_kb))
     return warm, out
 
 
@@ -253,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.repeat):
         if not args.no_serial:
             env = {**os.environ, "PYTHONPATH": f"{codes[0]}:{ROOT}", "OMP_NUM_THREADS": "1"}
-            one = run([*base, "--serial"], env, args.every)
+            one = run_again([*base, "--serial"], env, args.every)
             cpu, _, _ = one.window(one.case_seconds)
             print(f"round {round_ + 1}, one process: case {one.case_seconds:.1f} s, CPU {cpu:.1f} s")
         for code in codes:
@@ -278,11 +297,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             warm, by_process = memory(split, since)
             print(
-                f"    peak resident memory of one process, and its growth over what it held at the first dispatch "
-                f"(one started later: over a warm worker's {warm / 1024:.0f} MB); block budget {args.block_mb:g} MB:"
+                f"    peak private memory of one process, its growth over what it held at the first dispatch "
+                f"(one started later: over a warm worker's {warm / 1024:.0f} MB), and the object store's pages it "
+                f"touched; block budget {args.block_mb:g} MB:"
             )
-            for kind, (peak, growth) in sorted(by_process.items()):
-                print(f"    {kind:28s} peak {peak / 1024:7.1f} MB, growth {growth / 1024:7.1f} MB")
+            for kind, (peak, growth, shared) in sorted(by_process.items()):
+                print(
+                    f"    {kind:28s} peak {peak / 1024:7.1f} MB, growth {growth / 1024:7.1f} MB, "
+                    f"shared {shared / 1024:7.1f} MB"
+                )
     return 0
 
 
@@ -296,7 +319,7 @@ def run_split(base: list[str], env: dict, workers: int, every: float) -> Run:
         "sys.argv = ['distcheck', *sys.argv[1:]]; "
         "runpy.run_module('distcheck', run_name='__main__')"
     )
-    return run([sys.executable, "-c", script, *base[3:]], env, every)
+    return run_again([sys.executable, "-c", script, *base[3:]], env, every)
 
 
 def _sleepy_sin(x):
