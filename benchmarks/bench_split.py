@@ -49,6 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.loopback import proc_entries  # noqa: E402
+from distcheck.runner.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 KINDS = (  # (what a process's command line contains, its kind), the first match wins
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.repeat):
         if not args.no_serial:
             env = {**os.environ, "PYTHONPATH": f"{codes[0]}:{ROOT}", "OMP_NUM_THREADS": "1"}
-            one = run_again([*base, "--serial"], env, args.every)
+            one = run_again([*base, "--serial"], {**env, **HASH_SEED_ENV}, args.every)
             cpu, _, _ = one.window(one.case_seconds)
             print(f"round {round_ + 1}, one process: case {one.case_seconds:.1f} s, CPU {cpu:.1f} s")
         for code in codes:
@@ -311,7 +312,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_split(base: list[str], env: dict, workers: int, every: float) -> Run:
     """The case on a new local Ray of ``workers`` CPUs (a Ray that ``distcheck run`` starts
-    itself uses every core: it is started here, in the command's process tree, instead)."""
+    itself uses every core: it is started here, in the command's process tree, instead). The
+    run's hash seed is set here: `distcheck run` would re-execute itself to set it, leaving
+    that Ray behind, idle (its processes counted in the run's CPU)."""
+    env = {**env, **HASH_SEED_ENV}
+    if workers == len(os.sched_getaffinity(0)):
+        return run_again(base, env, every)  # distcheck's own Ray has as many CPUs
     script = (
         "import sys, ray, runpy; "
         f"ray.init(address='local', num_cpus={workers}, include_dashboard=False, "
