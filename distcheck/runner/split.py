@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import ray
 
+from distcheck.engines import get_engine
 from distcheck.executors.ray_executor import WARM_TIMEOUT, RayExecutor, RayResults, warm_libraries
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
@@ -88,6 +89,7 @@ class Coordinator:
 
     def prepare(self, suite: Suite) -> None:
         if suite.name not in self.prepared:
+            get_engine(suite.engine)  # imports its library (torch: seconds)
             suite.prepare()
             gc.freeze()  # the suite's database stays out of the collector's sight, as in a runner
             self.prepared.add(suite.name)
