@@ -32,12 +32,13 @@
   alone, out of memory is an ``error`` with Ray's figures. A new runner replaces a lost one.
 - **Stop.** The loop ends, cancelling what runs, when the dispatcher's ``stop`` event is set.
 - **Split cases.** A runner estimates each slow-mode case first: one above the split thresholds
-  comes back as ``split``, and the driver starts a *coordinator* task for it at once
-  (:mod:`.split`): on the cluster, with its own RNG state, it runs the case's check on the Ray
-  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at
-  once; once a coordinator has started, runners stop as they finish their items (but for costly
-  cases, which may be split cases too), so that the chunks get the CPUs, and start again when no
-  split case is left. A timed-out split case is cancelled with its chunks.
+  comes back as ``split``, and the driver hands it at once to a *coordinator* (:mod:`.split`:
+  a long-lived actor, one case at a time; a slow-mode run starts one before its first
+  dispatch): on the cluster, with its own RNG state, it runs the case's check on the Ray
+  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at once; once a coordinator
+  has begun one, runners stop as they finish their items (but for costly cases, which may be
+  split cases too), so that the chunks get the CPUs, and start again when no split case is
+  left. A timed-out split case's coordinator is killed, and its chunks with it.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
 - **GPUs.** For a suite on ``cuda``, every runner and careful task asks Ray for
   ``gpus_per_runner`` GPUs, as do the chunk tasks of a split case (its coordinator asks for
@@ -70,7 +71,7 @@ from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
 from distcheck.runner.policy import Item, PolicyContext, WorkPolicy
 from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.split import run_split
+from distcheck.runner.split import coordinators
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
+COORDINATORS_LOST = 2  # a split case goes to another coordinator when one dies before beginning it
 SPLITS_AT_ONCE = 2  # coordinators running at once, at least (a cluster of P workers: P / 8)
 _ENDED = object()  # a generator's task has ended (see _Run.message)
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
@@ -236,8 +238,12 @@ class _Runner:
 
 @dataclass
 class _Split:
+    """A split case: since when its coordinator runs it (None: not begun), and how many
+    coordinators were lost before it began (not the case's doing: it goes to another one)."""
+
     case: CaseInfo
     since: float | None = None
+    lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -319,10 +325,12 @@ class _Run:
         queue = ray.remote(num_cpus=0)(WorkQueue).options(runtime_env=env, scheduling_strategy=here)
         self.queue = queue.remote(policy)
         self.runner_task = _runner.options(runtime_env=env, **dispatcher.task_options())
-        self.split_task = run_split.options(runtime_env=env)
+        self.coordinators = coordinators(env)
+        if getattr(dispatcher.suite, "mode", None) == "slow" and dispatcher.budget.split_seconds is not None:
+            self.coordinators.warm(dispatcher.suite)  # before the first dispatch, not with the first split case
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
-        self.waiting: collections.deque[CaseInfo] = collections.deque()  # split cases not started yet
+        self.waiting: collections.deque[_Split] = collections.deque()  # split cases not started yet
         self.max_splits = max(SPLITS_AT_ONCE, dispatcher.workers // 8)
         self.next_runner = 0
         self.paused = False  # runners stop while split cases run
@@ -339,8 +347,10 @@ class _Run:
                 self.enforce_timeouts(time.monotonic())
                 self.resume()
         finally:
-            for generator in [*self.runners, *self.splits]:
+            for generator in self.runners:
                 ray.cancel(generator, force=True)
+            for generator in self.splits:
+                self.coordinators.kill(generator)
             ray.kill(self.queue)
 
     def start_runner(self) -> None:
@@ -516,7 +526,7 @@ class _Run:
         has started (see :meth:`receive_split`), runners stop as they finish their items, so that
         the chunks (cut for every worker of the cluster) get the CPUs — except to take costly
         cases, which may be split cases too (see ``DefaultPolicy``)."""
-        self.waiting.append(case)
+        self.waiting.append(_Split(case))
         self.start_waiting()
 
     def pause(self) -> None:
@@ -531,13 +541,14 @@ class _Run:
     def start_waiting(self) -> None:
         """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
         Jacobians for every worker, so a few fill the cluster; more would only add processes
-        (a coordinator loads the suite and assembles whole Jacobians on CPUs Ray does not count)."""
+        (a coordinator rebuilds and plans its case on CPUs Ray does not count)."""
         while self.waiting and len(self.splits) < self.max_splits:
-            case = self.waiting.popleft()
-            generator = self.split_task.remote(
+            split = self.waiting.popleft()
+            case = split.case
+            generator = self.coordinators.start(
                 self.d.suite, case.id, case.fingerprint, self.d.split_budget, self.d.gpus_per_runner
             )
-            self.splits[generator] = _Split(case)
+            self.splits[generator] = split
 
     def resume(self) -> None:
         """No split case left: runners again, one per CPU."""
@@ -551,7 +562,11 @@ class _Run:
         split = self.splits[generator]
         message, error = self.message(generator, self.splits)
         if message is _ENDED:
-            if error is not None:
+            self.coordinators.done(generator, failed=error is not None)
+            if error is not None and split.since is None and split.lost < COORDINATORS_LOST:
+                split.lost += 1  # a coordinator that died before it began the case (kept from an earlier run)
+                self.waiting.appendleft(split)
+            elif error is not None:
                 stopped = CaseRecord(split.case.id, ERROR, f"the split case stopped: {error}", 0.0, 1)
                 self.sink.emit(RecordBatch([stopped]))
             return
@@ -572,6 +587,6 @@ class _Run:
                 self.lost(runner, None, timed_out=now - runner.since)
         for generator, split in list(self.splits.items()):
             if split.since is not None and now - split.since > self.d.timeout:
-                ray.cancel(generator, force=True, recursive=True)  # its chunks too
+                self.coordinators.kill(generator)  # its chunks too
                 del self.splits[generator]
                 self.sink.emit(RecordBatch([timeout_record(split.case, self.d.timeout, now - split.since, tasks=1)]))
