@@ -128,7 +128,15 @@ class Coordinators:
     def start(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None):
         """The case on an idle coordinator (a new one if none is idle): its generator, see
         :meth:`Coordinator.run`."""
-        actor = self._idle.pop() if self._idle else self._actor.remote(suite)
+        while self._idle:
+            actor = self._idle.pop()
+            try:
+                generator = actor.run.remote(suite, case, fingerprint, budget, gpus)
+            except Exception:  # the idle coordinator is gone (its node, or its cluster): drop it
+                continue
+            self._busy[generator] = actor
+            return generator
+        actor = self._actor.remote(suite)
         generator = actor.run.remote(suite, case, fingerprint, budget, gpus)
         self._busy[generator] = actor
         return generator
@@ -151,7 +159,10 @@ class Coordinators:
     def close_idle(self) -> None:
         """Stop the idle coordinators (their processes hold a suite's database)."""
         for actor in self._idle:
-            ray.kill(actor)
+            try:
+                ray.kill(actor)
+            except Exception:  # already gone with its cluster
+                pass
         self._idle = []
 
 
@@ -162,7 +173,10 @@ def coordinators(env: dict | None) -> Coordinators:
     """This driver's pool of coordinators for the worker environment ``env``, in the current Ray
     job (a new Ray, a new pool). Only one pool keeps idle coordinators: a run in another
     environment (a rerun's: fresh processes) stops the others' idle ones."""
-    key = (ray.get_runtime_context().get_job_id(), repr(env))
+    # a job id repeats from one Ray to the next (each cluster's first job is 01000000): the
+    # driver's node id tells this Ray from the last one
+    context = ray.get_runtime_context()
+    key = (context.get_node_id(), context.get_job_id(), repr(env))
     if key not in _pools:
         for pool in _pools.values():
             pool.close_idle()
