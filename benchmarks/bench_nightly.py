@@ -138,7 +138,10 @@ def _timed(command: list[str], env: dict, cwd: str | None = None) -> float:
     print("$ " + shlex.join(command), file=sys.stderr, flush=True)
     start = time.perf_counter()
     subprocess.run(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    # each part's figure is printed when it ends, so a long run stopped later keeps what it measured
+    print(f"  {seconds:.1f} s; 1-min load average now {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+    return seconds
 
 
 def run_pytest(folder: str, junit: str, args: argparse.Namespace, workers: int) -> float:

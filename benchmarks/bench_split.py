@@ -6,6 +6,8 @@ workers of a new local Ray (`--workers`, default 2), as subprocesses, each round
 
     .venv/bin/python benchmarks/bench_split.py                          # this checkout, 2 rounds
     .venv/bin/python benchmarks/bench_split.py --code /tmp/old --code . # two code trees, alternating
+    .venv/bin/python benchmarks/bench_split.py --whole-suite --repeat 1 --report slowgrad.json
+                                                # the slow grad suite on Ray: every process's memory
 
 Every process of a run (the command and its descendants: Ray's processes and workers) is
 sampled from ``/proc`` every ``--every`` seconds: its CPU time and its resident memory, private
@@ -264,10 +266,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block-mb", type=float, default=64.0, help="$DISTCHECK_BLOCK_MB (default 64)")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between samples (default 0.5)")
     parser.add_argument("--no-serial", action="store_true", help="split runs only (memory)")
+    parser.add_argument(
+        "--whole-suite",
+        action="store_true",
+        help="the whole slow suite of --checks on Ray (not one case; implies --no-serial): its peak memory",
+    )
+    parser.add_argument("--report", metavar="FILE", help="keep the (last) split run's JSON report as FILE")
     args = parser.parse_args(argv)
     codes = [os.path.abspath(c) for c in args.code or [ROOT]]
     base = [sys.executable, "-m", "distcheck", "run", "--suite", args.suite, "--mode", "slow", "--checks", args.checks]
-    base += ["--ops", args.op, "--dtypes", "float64,complex128", "-k", args.key]
+    if args.whole_suite:
+        args.no_serial = True
+    else:
+        base += ["--ops", args.op, "--dtypes", "float64,complex128", "-k", args.key]
     with open("/proc/loadavg") as f:
         print(f"load average at the start: {f.read().split()[:3]}, {os.cpu_count()} cores")
     for round_ in range(args.repeat):
@@ -281,11 +292,21 @@ def main(argv: list[str] | None = None) -> int:
             split = run_split(base, env, args.workers, args.every)
             window = split.summary["seconds"] - split.summary["first_dispatch"]
             total, since, by_kind = split.window(window)
-            case = split.report["cases"][0]
-            print(
-                f"round {round_ + 1}, {code}: split over {args.workers}: {case['verdict']} in {case['tasks']} tasks, "
-                f"{window:.1f} s from the first dispatch (the case's record {case['seconds']:.1f} s), CPU {total:.1f} s"
-            )
+            if args.report:
+                with open(args.report, "w") as f:
+                    json.dump(split.report, f)
+            if args.whole_suite:
+                print(
+                    f"round {round_ + 1}, {code}: {suite_line(split.report)}; {window:.1f} s from the first "
+                    f"dispatch on {args.workers} workers, CPU {total:.1f} s"
+                )
+            else:
+                case = split.report["cases"][0]
+                print(
+                    f"round {round_ + 1}, {code}: split over {args.workers}: {case['verdict']} in {case['tasks']} "
+                    f"tasks, {window:.1f} s from the first dispatch (the case's record {case['seconds']:.1f} s), "
+                    f"CPU {total:.1f} s"
+                )
             own = sum(v for k, v in by_kind.items() if k in CASE_KINDS)
             if not args.no_serial:
                 print(
@@ -308,6 +329,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"shared {shared / 1024:7.1f} MB"
                 )
     return 0
+
+
+def suite_line(report: dict) -> str:
+    """A whole suite's run in a line: its cases by verdict, how many split, the largest
+    Jacobians of a case that ran (its estimate's)."""
+    cases = report["cases"]
+    verdicts = collections.Counter(c["verdict"] for c in cases)
+    split = [c for c in cases if c.get("tasks", 0) > 1]
+    largest = max((c.get("estimate") or {}).get("bytes", 0) for c in cases if c.get("tasks", 0) > 0) if cases else 0
+    counts = ", ".join(f"{n:,} {v}" for v, n in verdicts.most_common())
+    return f"{len(cases):,} cases ({counts}), {len(split)} split, the largest Jacobians {largest / 2**20:,.1f} MB"
 
 
 def run_split(base: list[str], env: dict, workers: int, every: float) -> Run:

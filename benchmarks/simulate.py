@@ -122,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, OSError) as e:
         print(f"simulate: error: {e}", file=sys.stderr)
         return 2
-    if args.nightly and {c.id.check for c in recording.cases} == {"grad"}:
-        workload = nightly.nightly(recording, constants.split_seconds)
+    estimated = args.nightly and {c.id.check for c in recording.cases} == {"grad"}
+    if estimated:  # on P workers, a cluster of P times worker_memory
+        by_workers = {
+            p: nightly.nightly(recording, constants.split_seconds, p * constants.worker_memory) for p in workers
+        }
+        workload = by_workers[max(workers)]
         print(describe(workload, "the whole slow nightly, ESTIMATED from the slow grad report (sim/nightly.py)"))
     else:
         workload = from_recording(recording, replay=args.replay, scale=args.scale)
@@ -135,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         return validate(workload, path, constants, durations, args.scale if args.replay else 1.0, args.wall, policy)
     print(HEADER)
     for p in workers:
-        prediction = predict(workload, p, constants, durations, policy)
+        at_p = by_workers[p] if estimated else workload
+        if at_p.decided != workload.decided:
+            print(f"  (on {p} workers {at_p.decided - workload.decided:,} more cases over the cluster's memory)")
+        prediction = predict(at_p, p, constants, durations, policy)
         print(row(prediction))
     if args.nightly and args.pytorch_hours:
         print(f"PyTorch's slow-gradcheck job: {args.pytorch_hours:g} h = {args.pytorch_hours * 3600:,.0f} s")

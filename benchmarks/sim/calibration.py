@@ -26,6 +26,8 @@ class Calibration:
     listing_per_case: float = 0.0000224
     coordinator_start: float = 0.05
     assembly_per_byte: float = 1e-9
+    block_bytes: float = 64 * 2**20
+    worker_memory: float = 4 * 2**30
     estimate_evaluations: float = 4
     planning_evaluations: float = 2
     worker_start: float = 0.0

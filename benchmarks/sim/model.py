@@ -22,9 +22,13 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
   over the workers, the first round twice as long as the second, each at least ``chunk_min``).
   While a coordinator runs, runners take only what the policy hands a paused runner (the
   default: costly cases): a runner that gets nothing leaves its slot to the chunks (Ray hands a
-  free slot the next chunk), and runners start again when no coordinator is left. The
-  coordinator assembles and compares the Jacobians
-  (``assembly_per_byte``) and its record goes to the driver.
+  free slot the next chunk), and runners start again when no coordinator is left. Jacobians
+  within the block budget (``block_bytes``) are assembled and compared on the coordinator
+  (``assembly_per_byte``); larger ones never meet in one process: their chunks are cut so that
+  each unit's result holds at most half the budget (at least ``2 · bytes / block_bytes`` units,
+  columns and rows), and one block job per numerical column unit compares it with the rows it
+  meets on a worker slot (``assembly_per_byte`` of its share of the bytes, overhead, not work),
+  as ``executors/ray_blocks.py``. Then the coordinator's record goes to the driver.
 
 Wall time runs from the first dispatch (time 0: a joined, warm cluster) to the last record read.
 """
@@ -46,7 +50,7 @@ from distcheck.runner.durations import Durations
 from distcheck.runner.policy import PolicyContext, WorkPolicy
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
 
-GROUP, BATCH, CHUNK = "group", "batch", "chunk"
+GROUP, BATCH, CHUNK, BLOCK = "group", "batch", "chunk", "block"
 SUITE, DTYPE, CHECK = "sim", "float64", CheckKind.GRAD  # the cases the policy sees
 SPLITS_AT_ONCE = 2  # runner/ray_dispatch.py: coordinators at once, at least (P / 8 on a larger cluster)
 
@@ -80,8 +84,13 @@ class Prediction:
 
 @dataclass
 class _Split:
+    """A split case at its coordinator: ``chunks`` of its tasks not done yet (chunks, then
+    block jobs), ``units`` its chunks, ``compared`` once its block jobs are handed out."""
+
     case: Case
     chunks: int = 0
+    units: int = 0
+    compared: bool = False
 
 
 @dataclass
@@ -326,8 +335,19 @@ class Model:
             start = self.driver(t, self.c.driver_submit) + self.c.coordinator_start
             self.at(start, self.coordinate, split)
 
-    def chunk_sizes(self, work: float) -> list[float]:
+    def blockwise(self, case: Case) -> bool:
+        """Whether the case's Jacobians are compared by block jobs (over the block budget)."""
+        return case.bytes > self.c.block_bytes
+
+    def chunk_sizes(self, case: Case) -> list[float]:
+        """Chunks of about ``chunk_rounds`` rounds over the workers, the first twice as long as
+        the second; over the block budget at least ``2 · bytes / block_bytes`` equal ones."""
+        work = case.seconds
         count = max(1, min(self.c.chunk_rounds * self.p, int(work / self.c.chunk_min)))
+        if self.blockwise(case):
+            units = math.ceil(2 * case.bytes / self.c.block_bytes)
+            if units > count:
+                return [work / units] * units
         first = min(count, self.p)
         if count == first:
             return [work / count] * count
@@ -338,8 +358,8 @@ class Model:
     def coordinate(self, t: float, split: _Split) -> None:
         self.s.started += 1  # runners pause once a coordinator has started
         t += self.c.planning_evaluations * split.case.evaluation
-        sizes = self.chunk_sizes(split.case.seconds)
-        split.chunks = len(sizes)
+        sizes = self.chunk_sizes(split.case)
+        split.chunks = split.units = len(sizes)
         self.at(t, self.enqueue_chunks, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
 
     def enqueue_chunks(self, t: float, chunks: list[_Task]) -> None:
@@ -350,15 +370,27 @@ class Model:
     def run_chunk(self, t: float, slot: int, task: _Task) -> None:
         t += self.c.task_overhead + task.seconds
         self.s.overhead += self.c.task_overhead
-        self.s.work += task.seconds
+        if task.kind == BLOCK:  # comparison, not the case's recorded work
+            self.s.overhead += task.seconds
+        else:
+            self.s.work += task.seconds
         self.slots[slot].last_end = t
         self.at(t, self.ask, slot)
         self.at(t, self.chunk_done, task.split)
 
     def chunk_done(self, t: float, split: _Split) -> None:
         split.chunks -= 1
-        if split.chunks == 0:
-            self.at(t + self.c.assembly_per_byte * split.case.bytes, self.split_recorded, split)
+        if split.chunks > 0:
+            return
+        comparing = self.c.assembly_per_byte * split.case.bytes
+        if not self.blockwise(split.case):  # on the coordinator
+            self.at(t + comparing, self.split_recorded, split)
+        elif split.compared:  # the block jobs' summaries are in
+            self.at(t, self.split_recorded, split)
+        else:
+            jobs = max(1, split.units // 2)  # one per numerical column unit
+            split.compared, split.chunks = True, jobs
+            self.enqueue_chunks(t, [_Task(BLOCK, -1, seconds=comparing / jobs, split=split) for _ in range(jobs)])
 
     def split_recorded(self, t: float, split: _Split) -> None:
         """The coordinator's record reaches the driver; with no coordinator left, runners start again."""

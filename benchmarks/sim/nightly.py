@@ -12,16 +12,19 @@ pass costs an evaluation (e), for a case of c input and r output elements:
 
 A case without a recorded estimate (an op forced to fast mode) takes the ratios of c = r (3, 1
 and 4). Every op is assumed to run every check kind (PyTorch skips forward AD for ops without
-it): an overestimate. Scaled cases above the split threshold whose Jacobians fit the split
-budget are split, the others run whole."""
+it): an overestimate. As on a Ray cluster (``runner/budget.py``): a scaled case above the
+split threshold with more than one column splits whatever its Jacobians' size (compared block
+by block on the workers), unless they exceed the cluster's memory (``cluster_bytes``): then it
+is skipped, as the budget skips it; the others run whole."""
 
 from __future__ import annotations
+
+import math
 
 from benchmarks.sim.workload import Case, Group, Workload
 from distcheck.suites.replay import Recorded, Recording
 
 KINDS = ("grad", "gradgrad", "fwgrad", "fwgrad_bwgrad")
-SPLIT_MAX_BYTES = 256 * 2**20  # runner/runner.py RunOptions.split_max_mb
 
 
 def ratios(columns: int, rows: int) -> dict[str, float]:
@@ -41,17 +44,19 @@ def _case(recorded: Recorded, kind: str, split_seconds: float) -> Case:
     itemsize = recorded.bytes // (2 * recorded.columns * recorded.rows) if recorded.columns * recorded.rows else 8
     columns, rows = _sizes(recorded, kind)
     size = 2 * columns * rows * itemsize
-    split = seconds > split_seconds and size <= SPLIT_MAX_BYTES and columns > 1
-    return Case(seconds, split, columns, size)
+    return Case(seconds, seconds > split_seconds and columns > 1, columns, size)
 
 
-def nightly(recording: Recording, split_seconds: float = 4.0) -> Workload:
-    """The four check kinds of every op, from the slow grad suite's recording."""
-    groups = []
+def nightly(recording: Recording, split_seconds: float = 4.0, cluster_bytes: float = math.inf) -> Workload:
+    """The four check kinds of every op, from the slow grad suite's recording, on a cluster of
+    ``cluster_bytes`` of memory."""
+    groups, over = [], 0
     for (op, dtype), recorded in recording.by_group.items():
         grads = [r for r in recorded if r.ran and r.id.check == "grad"]
-        cases = tuple(_case(r, kind, split_seconds) for kind in KINDS for r in grads)
+        cases = [_case(r, kind, split_seconds) for kind in KINDS for r in grads]
+        over += sum(c.bytes > cluster_bytes for c in cases)
+        cases = [c for c in cases if c.bytes <= cluster_bytes]
         if cases:
-            groups.append(Group(f"{op}::{dtype}", cases))
-    decided = 4 * sum(not r.ran for r in recording.cases)
+            groups.append(Group(f"{op}::{dtype}", tuple(cases)))
+    decided = 4 * sum(not r.ran for r in recording.cases) + over
     return Workload("slow", tuple(groups), decided)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -88,6 +89,23 @@ def test_a_split_case_spreads_over_every_worker():
     assert predict(split, 1, FREE).wall == pytest.approx(64.0 * (1 + 6 / 32000))  # estimate and planning
 
 
+def test_a_split_case_over_the_block_budget_is_compared_by_block_jobs_on_the_workers():
+    """Its chunks hold at most half the block budget each, and one block job per numerical
+    column unit compares on a worker slot (overhead, not work); within the budget the
+    coordinator compares, on no slot."""
+    block = Calibration(block_bytes=2**20, assembly_per_byte=1e-6)  # 1 s a MB: visible
+    big = Workload("slow", (Group("big", (Case(64.0, split=True, columns=16000, bytes=100 * 2**20),)),))
+    p = predict(big, 64, block)
+    units = 200  # 2 * 100 MB / 1 MB, more than the 128 timed chunks
+    assert p.tasks == 2 + units + units // 2
+    assert p.work == pytest.approx(64.0)
+    assert p.overhead >= 100 * 2**20 * 1e-6  # the comparison, on the slots
+    assert p.work + p.overhead + p.starved + p.tail == pytest.approx(64 * p.wall)
+    assert p.wall < 64.0 / 64 + 104.9 / 64 + 1.0  # the comparison spread too, not 105 s in one process
+    whole = predict(big, 64, replace(block, block_bytes=2**30))
+    assert whole.tasks == 2 + 2 * 64 and whole.wall > 104.0  # compared on the coordinator
+
+
 def test_a_runner_reports_per_second_of_work_not_per_item():
     """Runners take their items from the queue and report every ``report_every`` seconds (and
     when they start after being idle, and when they run out of work): 100 items of 1 s on one
@@ -148,6 +166,12 @@ def test_nightly_ratios_and_cases():
     assert [c.split for c in w.groups[0].cases] == [False] * 4  # at most 4 s
     assert [c.split for c in w.groups[1].cases] == [True] * 4
     assert [c.columns for c in w.groups[1].cases] == [1000, 1001, 1000, 1001]
+    # any size splits (block by block), up to the cluster's memory: above it, skipped
+    large = nightly(recording(2 * 10**8, 50.0))
+    assert [c.split for c in large.groups[1].cases] == [True] * 4
+    assert large.groups[1].cases[0].bytes == 32 * 10**8
+    capped = nightly(recording(2 * 10**8, 50.0), cluster_bytes=4 * 10**9)
+    assert (capped.cases, capped.decided) == (6, 4 + 2)  # gradgrad, fwgrad_bwgrad: 2 (c + r) c 8 bytes
 
 
 def test_workload_of_a_recording_and_of_its_replay():
