@@ -8,13 +8,19 @@ import json
 import os
 from dataclasses import dataclass, fields, replace
 
+from distcheck.executors.ray_blocks import DEFAULT_BLOCK_BYTES
+from distcheck.runner.ray_dispatch import IDLE_WAIT, REPORT_EVERY
+from distcheck.runner.runner import RunOptions
+
 DEFAULT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "calibration.json")
 
 
 @dataclass(frozen=True)
 class Calibration:
     """Seconds unless said; see ``calibration.json`` for each one's source. What the policy
-    decides (batch sizes, shares, which cases go alone) is the policy's: the model runs it."""
+    decides (batch sizes, shares, which cases go alone) is the policy's: the model runs it.
+    The dispatcher's own settings (``report_every``, ``idle_poll``, ``idle_poll_max``,
+    ``split_seconds``, ``block_bytes``) default to the code's values, not copies of them."""
 
     task_overhead: float = 0.0008
     case_overhead: float = 0.0
@@ -26,15 +32,15 @@ class Calibration:
     listing_per_case: float = 0.0000224
     coordinator_start: float = 0.05
     assembly_per_byte: float = 1e-9
-    block_bytes: float = 64 * 2**20
+    block_bytes: float = float(DEFAULT_BLOCK_BYTES)
     worker_memory: float = 4 * 2**30
     estimate_evaluations: float = 4
     planning_evaluations: float = 2
     worker_start: float = 0.0
-    report_every: float = 1.0
-    idle_poll: float = 0.02
-    idle_poll_max: float = 0.5
-    split_seconds: float = 4.0
+    report_every: float = REPORT_EVERY
+    idle_poll: float = IDLE_WAIT[0]
+    idle_poll_max: float = IDLE_WAIT[1]
+    split_seconds: float = RunOptions().split_seconds
     chunk_min: float = 0.1
     chunk_rounds: int = 2
 

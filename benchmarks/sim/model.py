@@ -48,11 +48,11 @@ from distcheck.kinds import CheckKind
 from distcheck.runner.default_policy import DefaultPolicy
 from distcheck.runner.durations import Durations
 from distcheck.runner.policy import PolicyContext, WorkPolicy
+from distcheck.runner.ray_dispatch import SPLITS_AT_ONCE
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
 
 GROUP, BATCH, CHUNK, BLOCK = "group", "batch", "chunk", "block"
 SUITE, DTYPE, CHECK = "sim", "float64", CheckKind.GRAD  # the cases the policy sees
-SPLITS_AT_ONCE = 2  # runner/ray_dispatch.py: coordinators at once, at least (P / 8 on a larger cluster)
 
 
 @dataclass(frozen=True)
