@@ -198,34 +198,16 @@ def _merged_rows(chunks: Sequence[RowsResult]) -> RowsResult:
 def _failure(reducer, stage, grid: _Grid, runner: BlockRunner, block, k: int, i: int) -> Exception:
     """The failed comparison's error: the whole-Jacobian message, and the window around the
     worst element for reports."""
-    o = reducer.options
-    forward = stage.mode == Mode.FORWARD
-    was_complex = stage.input_was_complex[i] if forward else stage.outputs[k].was_complex
     fmt = reducer.engine.format_block
-    text = messages.mismatch_of(
-        fmt(block.numerical),
-        fmt(block.analytical),
-        block.worst,
-        block.outside,
-        block.size,
-        2,
-        k,
-        i,
-        rtol=o.rtol,
-        atol=o.atol,
-        input_shape=stage.inputs[i].shape,
-        output_shape=stage.outputs[k].shape,
-        part=stage.part if was_complex else None,
-        mode="computed with forward mode " if forward else "",
-        element="inputs" if forward else "outputs",
-    )
+    pair = reducer.pair(stage, k, i, reducer.options.atol)
+    printed = fmt(block.numerical), fmt(block.analytical)
+    text = messages.mismatch_of(*printed, block.worst, block.outside, block.size, 2, pair)
     error = reducer.fail(text)
     worst = (block.worst.row, block.worst.column) if block.worst is not None else (0, 0)
     itemsize = max(block.numerical.itemsize, block.analytical.itemsize)
     window = Window(*window_of(block.shape, itemsize, worst))
     n, a = _fetch_window(grid, runner, window, block, k, i)
-    part = stage.part if was_complex else None
-    found = FailureBlocks(k, i, n, a, o.atol, o.rtol, part, stage.mode)
+    found = FailureBlocks(k, i, n, a, pair.atol, pair.rtol, pair.part, stage.mode)
     return attach(error, WindowedBlocks.of(found, block.shape, window.row0, window.col0, worst))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from distcheck.kinds import Part
@@ -23,65 +25,42 @@ def _value(x: complex) -> str:
     return f"{x:.6g}"
 
 
-def mismatch(
-    format_block,
-    analytical: np.ndarray,
-    numerical: np.ndarray,
-    output_index: int,
-    input_index: int,
-    *,
-    rtol: float,
-    atol: float,
-    input_shape: tuple[int, ...],
-    output_shape: tuple[int, ...],
-    part: Part | None = None,
-    mode: str = "",
-    element: str = "outputs",
-) -> str:
+@dataclass(frozen=True)
+class BlockPair:
+    """The Jacobian block a mismatch message names: output ``output_index`` against input
+    ``input_index`` (their shapes locate the worst element), the tolerances it was compared
+    with, the complex part considered (None: a real comparison) and whether forward mode
+    computed the analytical side."""
+
+    output_index: int
+    input_index: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    rtol: float
+    atol: float
+    part: Part | None = None
+    forward: bool = False
+
+
+def mismatch(format_block, analytical: np.ndarray, numerical: np.ndarray, pair: BlockPair) -> str:
     """``Jacobian mismatch for output i with respect to input j`` with both blocks, then the
     worst element (input and output indices), the difference and the tolerance."""
-    worst = worst_element(analytical, numerical, rtol, atol)
-    outside = int((~close_mask(analytical, numerical, rtol, atol)).sum()) if analytical.ndim == 2 else 0
-    return mismatch_of(
-        format_block(numerical),
-        format_block(analytical),
-        worst,
-        outside,
-        analytical.size,
-        analytical.ndim,
-        output_index,
-        input_index,
-        rtol=rtol,
-        atol=atol,
-        input_shape=input_shape,
-        output_shape=output_shape,
-        part=part,
-        mode=mode,
-        element=element,
-    )
+    worst = worst_element(analytical, numerical, pair.rtol, pair.atol)
+    outside = int((~close_mask(analytical, numerical, pair.rtol, pair.atol)).sum()) if analytical.ndim == 2 else 0
+    printed = format_block(numerical), format_block(analytical)
+    return mismatch_of(*printed, worst, outside, analytical.size, analytical.ndim, pair)
 
 
 def mismatch_of(
-    numerical: str,
-    analytical: str,
-    worst: WorstElement | None,
-    outside: int,
-    size: int,
-    ndim: int,
-    output_index: int,
-    input_index: int,
-    *,
-    rtol: float,
-    atol: float,
-    input_shape: tuple[int, ...],
-    output_shape: tuple[int, ...],
-    part: Part | None = None,
-    mode: str = "",
-    element: str = "outputs",
+    numerical: str, analytical: str, worst: WorstElement | None, outside: int, size: int, ndim: int, pair: BlockPair
 ) -> str:
     """:func:`mismatch` from what it needs of the blocks: their prints, the worst element, how
     many elements are outside the tolerance, the size and dimensions of the blocks (a block
     compared tile by tile on the workers never meets the coordinator whole)."""
+    output_index, input_index, rtol, atol = pair.output_index, pair.input_index, pair.rtol, pair.atol
+    input_shape, output_shape, part = pair.input_shape, pair.output_shape, pair.part
+    mode = "computed with forward mode " if pair.forward else ""
+    element = "inputs" if pair.forward else "outputs"
     word = "imaginary" if part == Part.IMAG else part
     prefix = f"While considering the {word} part of complex {element} only, " if part else ""
     text = (

@@ -66,23 +66,16 @@ class Reducer:
         if columns.dtype_mismatch and self.options.check_grad_dtypes:
             raise self.fail("Forward AD gradient has dtype mismatch.")
 
-    def mismatch(self, stage, a, n, k: int, i: int, atol: float) -> str:
+    def pair(self, stage, k: int, i: int, atol: float) -> messages.BlockPair:
+        """The block of output ``k`` and input ``i`` of ``stage``, as its messages name it."""
         forward = stage.mode == Mode.FORWARD
         was_complex = stage.input_was_complex[i] if forward else stage.outputs[k].was_complex
-        return messages.mismatch(
-            self.engine.format_block,
-            a,
-            n,
-            k,
-            i,
-            rtol=self.options.rtol,
-            atol=atol,
-            input_shape=stage.inputs[i].shape,
-            output_shape=stage.outputs[k].shape,
-            part=stage.part if was_complex else None,
-            mode="computed with forward mode " if forward else "",
-            element="inputs" if forward else "outputs",
-        )
+        shapes = stage.inputs[i].shape, stage.outputs[k].shape
+        part = stage.part if was_complex else None
+        return messages.BlockPair(k, i, *shapes, self.options.rtol, atol, part, forward)
+
+    def mismatch(self, stage, a, n, k: int, i: int, atol: float) -> str:
+        return messages.mismatch(self.engine.format_block, a, n, self.pair(stage, k, i, atol))
 
     # -- stages --------------------------------------------------------------------------
 
@@ -151,8 +144,7 @@ class Reducer:
 
     def blocks(self, stage, k: int, i: int, a, n) -> FailureBlocks:
         """The compared blocks, for reports (``error.blocks``)."""
-        was_complex = stage.input_was_complex[i] if stage.mode == Mode.FORWARD else stage.outputs[k].was_complex
-        part = stage.part if was_complex else None
+        part = self.pair(stage, k, i, self.options.atol).part
         return FailureBlocks(k, i, n, a, self.options.atol, self.options.rtol, part, stage.mode)
 
     def explain(self, stage: ProjectedComparison, i: int, k: int) -> tuple[str, FailureBlocks | None]:
