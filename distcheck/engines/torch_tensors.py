@@ -64,6 +64,29 @@ def call(func: Callable, inputs: tuple) -> tuple:
         return as_tuple(func(*inputs))
 
 
+def is_no_grad_view(t: Any) -> bool:
+    """A tensor that says it requires grad but to which autograd records nothing: a view made
+    in no-grad mode of a tensor that requires grad (or of one made to require grad after the
+    view). Its gradient is never computed (torch's gradcheck finds its Jacobian zero). Pickled,
+    it would arrive as an ordinary leaf that gets one (see :func:`as_no_grad_view`)."""
+    if not (isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is None and t._is_view()):
+        return False
+    try:
+        with torch.enable_grad():  # as torch.autograd.graph.get_gradient_edge finds a leaf's edge
+            return t.view_as(t).grad_fn.next_functions[0][0] is None
+    except Exception:  # a layout without view_as: not such a view
+        return False
+
+
+def as_no_grad_view(t: torch.Tensor) -> torch.Tensor:
+    """``t``, as unpickling rebuilds a no-grad view (a leaf that requires grad), made such a
+    view again: same storage, size, strides and flags; autograd records nothing to it."""
+    if not t.requires_grad:
+        t.requires_grad_()
+    with torch.no_grad():
+        return t.view_as(t)
+
+
 def is_float_or_complex(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
 
