@@ -228,7 +228,10 @@ class TorchEngine(Engine):
         return to_numpy(torch.stack(list(values)))
 
     def format_block(self, block: np.ndarray) -> str:
-        return str(torch.from_numpy(np.ascontiguousarray(block)))
+        block = np.ascontiguousarray(block)
+        if not block.flags.writeable:  # as Ray returns arrays: torch.from_numpy would warn
+            block = block.copy()
+        return str(torch.from_numpy(block))
 
 
 def _dual(x: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:

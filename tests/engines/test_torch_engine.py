@@ -155,3 +155,20 @@ def test_forward_mode_keeps_a_zero_dim_complex_input_zero_dim():
     assert distcheck.gradgradcheck(
         lambda v: (v * v).sum(), (value,), check_fwd_over_rev=True, check_rev_over_rev=False, check_undefined_grad=False
     )
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "transposed"])
+def test_a_read_only_block_formats_without_a_warning(contiguous):
+    # Ray returns read-only arrays: torch.from_numpy warns of them (an error under -W error),
+    # which plain pytest, whose arrays are writable, never does.
+    import warnings
+
+    import numpy as np
+
+    block = np.arange(6, dtype=np.float64).reshape(2, 3)
+    expected = ENGINE.format_block(block if contiguous else block.T)
+    block.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ENGINE.format_block(block if contiguous else block.T) == expected
+    assert not block.flags.writeable
