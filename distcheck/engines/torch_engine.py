@@ -84,7 +84,7 @@ class TorchEngine(Engine):
         return to_numpy(value)
 
     def from_numpy(self, array: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(array)).to(like.device, like.dtype)
+        return torch_tensors.tensor_of(array).to(like.device, like.dtype)
 
     def shape(self, value: torch.Tensor) -> tuple[int, ...]:
         return tuple(value.shape)
@@ -228,10 +228,7 @@ class TorchEngine(Engine):
         return to_numpy(torch.stack(list(values)))
 
     def format_block(self, block: np.ndarray) -> str:
-        block = np.ascontiguousarray(block)
-        if not block.flags.writeable:  # as Ray returns arrays: torch.from_numpy would warn
-            block = block.copy()
-        return str(torch.from_numpy(block))
+        return str(torch_tensors.tensor_of(np.ascontiguousarray(block)))
 
 
 def _dual(x: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:

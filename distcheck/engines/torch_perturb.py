@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from distcheck.engines.torch_tensors import call, element_rows, perturbable, wanted_numpy
+from distcheck.engines.torch_tensors import call, element_rows, perturbable, tensor_of, wanted_numpy
 from distcheck.numerics.finite_differences import Evaluate
 
 Outputs = list[np.ndarray | None]
@@ -58,7 +58,7 @@ def direction_evaluator(
         if view is not None and step.dtype == view.dtype:
             return _numpy_moved(func, inputs, wanted, view, step)
         # a CPU draw (torch's fast mode draws its vectors on the CPU), moved to the input's device
-        moved = torch.from_numpy(step).reshape(data.shape).to(data.device)
+        moved = tensor_of(step).reshape(data.shape).to(data.device)
         return outputs_moved(func, inputs, outputs, data, moved)
 
     return evaluate

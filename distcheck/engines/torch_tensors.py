@@ -64,6 +64,13 @@ def call(func: Callable, inputs: tuple) -> tuple:
         return as_tuple(func(*inputs))
 
 
+def tensor_of(array: np.ndarray) -> torch.Tensor:
+    """``torch.from_numpy`` of ``array``, copied first if it is read-only (as arrays that Ray
+    returns are: torch would warn, and a test run with ``-W error`` would fail on it)."""
+    array = np.asarray(array)
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+
 def is_no_grad_view(t: Any) -> bool:
     """A tensor that says it requires grad but to which autograd records nothing: a view made
     in no-grad mode of a tensor that requires grad (or of one made to require grad after the

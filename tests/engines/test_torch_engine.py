@@ -3,6 +3,7 @@ pass and check of a gradcheck, as in torch's own gradcheck — never for changed
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -172,3 +173,20 @@ def test_a_read_only_block_formats_without_a_warning(contiguous):
         warnings.simplefilter("error")
         assert ENGINE.format_block(block if contiguous else block.T) == expected
     assert not block.flags.writeable
+
+
+def test_read_only_arrays_become_tensors_without_a_warning():
+    """Arrays that Ray returns are read-only: torch.from_numpy would warn (an error under -W error)."""
+    import warnings
+
+    from distcheck.engines.torch_tensors import tensor_of
+
+    array = np.arange(6.0).reshape(2, 3)
+    array.flags.writeable = False
+    like = torch.zeros(2, 3, dtype=torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(get_engine("torch").from_numpy(array, like), torch.arange(6.0).reshape(2, 3))
+        assert tensor_of(array).tolist() == array.tolist()
+    writable = np.arange(3.0)
+    assert tensor_of(writable).data_ptr() == writable.ctypes.data  # no copy when it can be shared
