@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     estimated = args.nightly and {c.id.check for c in recording.cases} == {"grad"}
     if estimated:  # on P workers, a cluster of P times worker_memory
         by_workers = {
-            p: nightly.nightly(recording, constants.split_seconds, p * constants.worker_memory) for p in workers
+            p: nightly.nightly(recording, constants.split_seconds, p * constants.worker_memory, constants.block_bytes)
+            for p in workers
         }
         workload = by_workers[max(workers)]
         print(describe(workload, "the whole slow nightly, ESTIMATED from the slow grad report (sim/nightly.py)"))

@@ -12,10 +12,11 @@ pass costs an evaluation (e), for a case of c input and r output elements:
 
 A case without a recorded estimate (an op forced to fast mode) takes the ratios of c = r (3, 1
 and 4). Every op is assumed to run every check kind (PyTorch skips forward AD for ops without
-it): an overestimate. As on a Ray cluster (``runner/budget.py``): a scaled case above the
-split threshold with more than one column splits whatever its Jacobians' size (compared block
-by block on the workers), unless they exceed the cluster's memory (``cluster_bytes``): then it
-is skipped, as the budget skips it; the others run whole."""
+it): an overestimate. As on a Ray cluster (``runner/budget.py``): a scaled case above the split
+threshold with more than one column splits whatever its Jacobians' size (compared block by block
+on the workers), and so does a shorter one whose Jacobians exceed the block budget, unless they
+exceed the cluster's memory (``cluster_bytes``): then it is skipped, as the budget skips it; the
+others run whole."""
 
 from __future__ import annotations
 
@@ -39,21 +40,23 @@ def _sizes(case: Recorded, kind: str) -> tuple[int, int]:
     return (c + r, c) if kind in ("gradgrad", "fwgrad_bwgrad") else (c, r)
 
 
-def _case(recorded: Recorded, kind: str, split_seconds: float) -> Case:
+def _case(recorded: Recorded, kind: str, split_seconds: float, block_bytes: float) -> Case:
     seconds = recorded.work * ratios(recorded.columns, recorded.rows)[kind]
     itemsize = recorded.bytes // (2 * recorded.columns * recorded.rows) if recorded.columns * recorded.rows else 8
     columns, rows = _sizes(recorded, kind)
     size = 2 * columns * rows * itemsize
-    return Case(seconds, seconds > split_seconds and columns > 1, columns, size)
+    return Case(seconds, (seconds > split_seconds or size > block_bytes) and columns > 1, columns, size)
 
 
-def nightly(recording: Recording, split_seconds: float = 4.0, cluster_bytes: float = math.inf) -> Workload:
+def nightly(
+    recording: Recording, split_seconds: float = 4.0, cluster_bytes: float = math.inf, block_bytes: float = math.inf
+) -> Workload:
     """The four check kinds of every op, from the slow grad suite's recording, on a cluster of
-    ``cluster_bytes`` of memory."""
+    ``cluster_bytes`` of memory; a case whose Jacobians exceed ``block_bytes`` splits too."""
     groups, over = [], 0
     for (op, dtype), recorded in recording.by_group.items():
         grads = [r for r in recorded if r.ran and r.id.check == "grad"]
-        cases = [_case(r, kind, split_seconds) for kind in KINDS for r in grads]
+        cases = [_case(r, kind, split_seconds, block_bytes) for kind in KINDS for r in grads]
         over += sum(c.bytes > cluster_bytes for c in cases)
         cases = [c for c in cases if c.bytes <= cluster_bytes]
         if cases:

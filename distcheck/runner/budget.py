@@ -163,7 +163,8 @@ class Budget:
     than ``split_seconds`` of work is split into Jacobian chunks (None: never split), unless its
     Jacobians exceed ``split_max_bytes`` — outside Ray: on a Ray cluster a long case splits
     whatever its Jacobians' size up to ``cluster_bytes`` (the nodes' memory), its Jacobians
-    compared block by block on the workers, and above it is skipped. ``device_memory``:
+    compared block by block on the workers, and above it is skipped; a short case whose
+    Jacobians exceed the block budget (``block_bytes``) but not ``max_bytes`` splits too. ``device_memory``:
     ``max_bytes`` is the default, and a case on a GPU gets a quarter of that GPU's memory
     instead (read where it runs, see :meth:`on_device`)."""
 
@@ -183,16 +184,35 @@ class Budget:
         max_mb = device_max_jacobian_mb(device)
         return self if max_mb is None else replace(self, max_bytes=max_mb * 2**20, device_memory=False)
 
+    @property
+    def block_budget(self) -> float:
+        """The most Jacobian bytes one process holds for a split case (its block budget)."""
+        if self.block_bytes is not None:
+            return self.block_bytes
+        from distcheck.executors.ray_blocks import default_block_bytes
+
+        return default_block_bytes()
+
     def decide(self, estimate: Estimate) -> tuple[Decision, str]:
         """``(decision, reason)``. On a Ray cluster a long case splits whatever its Jacobians'
-        size (they are compared block by block on the workers), up to the cluster's memory."""
-        long = self.split_seconds is not None and estimate.seconds > self.split_seconds
-        cluster = (self.cluster_bytes or cluster_memory()) if long else None
+        size (they are compared block by block on the workers), up to the cluster's memory; so
+        does a short one whose Jacobians exceed the block budget (within ``max_bytes``: above
+        it, a short case is skipped as outside Ray), so that no process holds more than that
+        budget of Jacobians."""
+        splits = self.split_seconds is not None
+        long = splits and estimate.seconds > self.split_seconds
+        large = splits and not long and self.block_budget < estimate.bytes <= self.max_bytes
+        cluster = (self.cluster_bytes or cluster_memory()) if long or large else None
         if cluster is not None:
             if estimate.bytes > cluster:
                 return SKIP, (
                     f"over the cluster's memory: {estimate.describe()} > {human_bytes(cluster)} "
                     "(the memory of the Ray nodes, all together)"
+                )
+            if large:
+                return (
+                    SPLIT,
+                    f"Jacobians of {human_bytes(estimate.bytes)} > the block budget {human_bytes(self.block_budget)}",
                 )
             return SPLIT, f"estimated {estimate.seconds:.3g} s > {self.split_seconds:g} s"
         if estimate.bytes > self.max_bytes:

@@ -90,7 +90,17 @@ def test_on_a_cluster_a_long_case_splits_whatever_its_size_up_to_the_cluster_mem
     assert Budget(2**20, split_seconds=1.0, split_max_bytes=2**20, cluster_bytes=1e10).decide(e)[0] == SPLIT
     decision, reason = Budget(2**20, split_seconds=1.0, cluster_bytes=1e9).decide(e)
     assert decision == SKIP and "over the cluster's memory" in reason and "10,000 × 10,000" in reason
-    assert Budget(2**20, split_seconds=1000.0, cluster_bytes=1e10).decide(e)[0] == SKIP  # short: runs whole
+    # short, but its Jacobians over the block budget: split all the same (no process holds them)
+    decision, reason = Budget(2**31, split_seconds=1000.0, cluster_bytes=1e10).decide(e)
+    assert decision == SPLIT and "> the block budget 67.1 MB" in reason
+    assert Budget(2**31, split_seconds=1000.0, cluster_bytes=1e10, block_bytes=2e9).decide(e)[0] == "run"  # whole
+    assert Budget(2**20, split_seconds=1000.0, cluster_bytes=1e10).decide(e)[0] == SKIP  # over the per-process budget
+
+
+def test_outside_ray_a_short_case_over_the_block_budget_runs_whole(monkeypatch):
+    monkeypatch.setattr(budget_module, "cluster_memory", lambda: None)
+    e = Estimate(columns=3_000, rows=3_000, itemsize=8, seconds=0.5)  # 144 MB
+    assert Budget(2**30, split_seconds=4.0).decide(e)[0] == "run"
 
 
 def test_the_23_tb_sample_gets_the_cluster_verdict_with_its_estimate():
