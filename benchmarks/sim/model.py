@@ -20,15 +20,16 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
   ``coordinator_start``; at most max(2, P / 8) at once, as the dispatcher), which plans
   (``planning_evaluations``) and puts its chunks in Ray's queue (about ``chunk_rounds`` rounds
   over the workers, the first round twice as long as the second, each at least ``chunk_min``).
-  While a coordinator runs, runners take only what the policy hands a paused runner (the
-  default: costly cases): a runner that gets nothing leaves its slot to the chunks (Ray hands a
-  free slot the next chunk), and runners start again when no coordinator is left. Jacobians
-  within the block budget (``block_bytes``) are assembled and compared on the coordinator
-  (``assembly_per_byte``); larger ones never meet in one process: their chunks are cut so that
-  each unit's result holds at most half the budget (at least ``2 · bytes / block_bytes`` units,
-  columns and rows), and one block job per numerical column unit compares it with the rows it
-  meets on a worker slot (``assembly_per_byte`` of its share of the bytes, overhead, not work),
-  as ``executors/ray_blocks.py``. Then the coordinator's record goes to the driver.
+  Once a coordinator's chunks are queued (not while it plans), runners take only what the policy
+  hands a paused runner (the default: costly cases): a runner that gets nothing leaves its slot
+  to the chunks (Ray hands a free slot the next chunk), and runners start again when no
+  coordinator is left. Jacobians within the block budget (``block_bytes``) are assembled and
+  compared on the coordinator (``assembly_per_byte``); larger ones never meet in one process:
+  their chunks are cut so that each unit's result holds at most half the budget (at least ``2 ·
+  bytes / block_bytes`` units, columns and rows), and one block job per numerical column unit
+  compares it with the rows it meets on a worker slot (``assembly_per_byte`` of its share of the
+  bytes, overhead, not work), as ``executors/ray_blocks.py``. Then the coordinator's record goes
+  to the driver.
 
 Wall time runs from the first dispatch (time 0: a joined, warm cluster) to the last record read.
 """
@@ -124,7 +125,7 @@ class _State:
     chunks: collections.deque = field(default_factory=collections.deque)  # Ray's queue of chunk tasks
     waiting: collections.deque = field(default_factory=collections.deque)  # split cases for a coordinator
     coordinators: int = 0  # submitted, not recorded yet
-    started: int = 0  # of them, started (runners pause)
+    started: int = 0  # of them, with chunks queued (runners pause)
     splits_left: int = 0  # found, not yet recorded
     driver_free: float = 0.0
     driver_cpu: float = 0.0
@@ -356,11 +357,14 @@ class Model:
         return [2 * unit] * first + [unit] * second
 
     def coordinate(self, t: float, split: _Split) -> None:
-        self.s.started += 1  # runners pause once a coordinator has started
         t += self.c.planning_evaluations * split.case.evaluation
         sizes = self.chunk_sizes(split.case)
         split.chunks = split.units = len(sizes)
-        self.at(t, self.enqueue_chunks, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
+        self.at(t, self.chunks_queued, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
+
+    def chunks_queued(self, t: float, chunks: list[_Task]) -> None:
+        self.s.started += 1  # runners pause once a coordinator's chunks are queued
+        self.enqueue_chunks(t, chunks)
 
     def enqueue_chunks(self, t: float, chunks: list[_Task]) -> None:
         self.s.chunks.extend(chunks)

@@ -71,7 +71,7 @@ from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
 from distcheck.runner.policy import Item, PolicyContext, WorkPolicy
 from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.split import coordinators
+from distcheck.runner.split import CHUNKS, coordinators
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
@@ -522,18 +522,18 @@ class _Run:
         self.next_runner += 1
 
     def start_split(self, case: CaseInfo) -> None:
-        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once). Once one
-        has started (see :meth:`receive_split`), runners stop as they finish their items, so that
+        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once). Once its
+        chunks are queued (see :meth:`receive_split`), runners stop as they finish their items, so that
         the chunks (cut for every worker of the cluster) get the CPUs — except to take costly
         cases, which may be split cases too (see ``DefaultPolicy``)."""
         self.waiting.append(_Split(case))
         self.start_waiting()
 
     def pause(self) -> None:
-        """A coordinator has started: its chunks are coming; runners stop as they finish their
-        items. Not before: a coordinator's process may take seconds to start (a new worker
-        process that loads the suite), and runners that stopped at once would leave the cluster
-        idle meanwhile."""
+        """A coordinator's chunks are in Ray's queue: runners stop as they finish their items.
+        Not before: a coordinator rebuilds and plans its case first (seconds: its evaluations
+        are timed for the chunk sizes), and runners that stopped at once would leave the
+        cluster idle meanwhile."""
         if not self.paused:
             self.paused = True
             self.queue.pause.remote(True)
@@ -570,8 +570,10 @@ class _Run:
                 stopped = CaseRecord(split.case.id, ERROR, f"the split case stopped: {error}", 0.0, 1)
                 self.sink.emit(RecordBatch([stopped]))
             return
-        if message is None:
+        if message is None:  # it has begun the case (its timeout runs from now)
             split.since = time.monotonic()
+            return
+        if isinstance(message, str) and message == CHUNKS:
             self.pause()
             return
         outcome, tasks = message

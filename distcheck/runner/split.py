@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import ray
@@ -36,6 +37,8 @@ from distcheck.runner.case_runner import run_case
 from distcheck.runner.judge import distcheck_checker
 from distcheck.suites.base import CaseId, Suite
 
+CHUNKS = "chunks"  # a coordinator's news: its first chunks are in Ray's queue (runners stop for them)
+
 
 class CountingExecutor:
     """A Ray executor that counts the tasks of one case: its chunks, and its block jobs (the
@@ -43,9 +46,10 @@ class CountingExecutor:
 
     name = "ray"
 
-    def __init__(self, inner: RayExecutor):
+    def __init__(self, inner: RayExecutor, on_submit: Callable[[], None] | None = None):
         self._inner = inner
         self.tasks = 0
+        self._on_submit = on_submit  # called once its first units are in Ray's queue
 
     @property
     def policy(self):
@@ -58,6 +62,9 @@ class CountingExecutor:
     def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults:
         results = self._inner.submit(subject, units)
         self.tasks += results.tasks
+        if self._on_submit is not None:
+            self._on_submit, told = None, self._on_submit
+            told()
         if getattr(results, "blocks", None) is not None:
             results.blocks = _CountedBlocks(results.blocks, self)
         return results
@@ -95,14 +102,36 @@ class Coordinator:
             self.prepared.add(suite.name)
 
     def run(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None = None):
-        """Yields ``None`` when it starts, then ``(outcome, tasks)``: the case checked in Jacobian
-        chunks over the cluster, and how many tasks that took. ``gpus``: each chunk task's share
-        of a GPU (a suite on GPUs; the coordinator itself holds none)."""
+        """Yields ``None`` when it starts, :data:`CHUNKS` once its first chunks are in Ray's
+        queue (not if the case ends before), then ``(outcome, tasks)``: the case checked in
+        Jacobian chunks over the cluster, and how many tasks that took. ``gpus``: each chunk
+        task's share of a GPU (a suite on GPUs; the coordinator itself holds none). The case
+        runs in a thread of its own, so that the news of its chunks goes out while it waits
+        for them."""
         yield None
         self.prepare(suite)
         budget = replace(budget, max_bytes=math.inf)  # the case was split: the cluster's memory bounds it
-        executor = CountingExecutor(RayExecutor(gpus=gpus, block_bytes=budget.block_bytes))
-        outcome = run_case(suite, case, fingerprint, budget, distcheck_checker(executor))
+        submitted = threading.Event()
+        executor = CountingExecutor(RayExecutor(gpus=gpus, block_bytes=budget.block_bytes), submitted.set)
+        ended: list = []
+
+        def check() -> None:
+            try:
+                ended.append(run_case(suite, case, fingerprint, budget, distcheck_checker(executor)))
+            except BaseException as e:  # raised where the generator is, as before
+                ended.append(e)
+            finally:
+                submitted.set()
+
+        thread = threading.Thread(target=check, name=f"split case {case}", daemon=True)
+        thread.start()
+        submitted.wait()
+        if thread.is_alive():
+            yield CHUNKS
+        thread.join()
+        (outcome,) = ended
+        if isinstance(outcome, BaseException):
+            raise outcome
         yield outcome, executor.tasks
 
 
