@@ -106,6 +106,9 @@ def run_one(folder: str, name: str, spec: tuple[str, str], mode: str, config: st
     lines = Path(log).read_text(errors="replace").splitlines()
     plugin_line = next((line for line in reversed(lines) if line.startswith("distcheck: ")), "")
     outcomes = pytest_outcomes(junit) if os.path.exists(junit) else {}
+    # each run's figure as it ends: a long benchmark stopped later keeps what it measured
+    load = os.getloadavg()[0]
+    print(f"  {seconds:.1f} s, exit {code}, load {load:.2f}; {plugin_line}", file=sys.stderr, flush=True)
     return Run(name, mode, config, shlex.join(command), seconds, code, outcomes, plugin_line)
 
 
