@@ -135,7 +135,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--file", action="append", default=[], metavar="PATH::KEYWORD", help="a file, its -k (repeatable)")
     configs = ",".join(CONFIG_ALIASES)
     p.add_argument("--configs", type=_names, default=list(CONFIG_ALIASES), help=f"of {configs} (default all)")
-    p.add_argument("--modes", type=_names, default=list(MODES), help="fast, slow or both (default both)")
+    p.add_argument("--modes", type=_names, default=list(MODES), help="comma-separated, of fast,slow (default both)")
     p.add_argument("--executor", default="ray", choices=("ray", "serial"), help="the plugin's executor (default ray)")
     p.add_argument("--json", metavar="FILE", help="also write the runs and differences as JSON")
     p.add_argument("--keep", metavar="DIR", help="keep the JUnit XMLs and logs in DIR (default: a temporary folder)")
