@@ -71,6 +71,29 @@ def tensor_of(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
+def operator_reducers() -> dict:
+    """Pickling by name for torch's operator objects (an ``OpOverloadPacket`` such as
+    ``torch.ops.aten.convolution`` and an ``OpOverload`` such as its ``.default``): they hold
+    pybind11 function records, which cannot be pickled."""
+    return {torch._ops.OpOverloadPacket: _reduce_packet, torch._ops.OpOverload: _reduce_overload}
+
+
+def _reduce_packet(packet) -> tuple:
+    namespace, name = packet._qualified_op_name.split("::")
+    return _operator, (namespace, name, None)
+
+
+def _reduce_overload(overload) -> tuple:
+    namespace, name = overload._schema.name.split("::")
+    return _operator, (namespace, name, overload._overloadname)
+
+
+def _operator(namespace: str, name: str, overload: str | None):
+    """``torch.ops.<namespace>.<name>[.<overload>]``."""
+    packet = getattr(getattr(torch.ops, namespace), name)
+    return packet if overload is None else getattr(packet, overload)
+
+
 def is_no_grad_view(t: Any) -> bool:
     """A tensor that says it requires grad but to which autograd records nothing: a view made
     in no-grad mode of a tensor that requires grad (or of one made to require grad after the

@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import io
 import math
 import os
 import pickle
@@ -358,6 +359,29 @@ class LocalResults(SerialResults):
         self.placed = where
 
 
+def dumps_subject(subject: Subject) -> bytes:
+    """``subject`` pickled for the workers (cloudpickle: functions of test modules by value).
+    torch's operators (``torch.ops.aten.convolution``, ``....default``) go by name: pybind11's
+    function records in them cannot be pickled, and every worker has torch's operators."""
+    buffer = io.BytesIO()
+    _SubjectPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(subject)
+    return buffer.getvalue()
+
+
+class _SubjectPickler(cloudpickle.CloudPickler):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._by_name = {}
+        if "torch" in sys.modules:
+            from distcheck.engines.torch_tensors import operator_reducers
+
+            self._by_name = operator_reducers()
+
+    def reducer_override(self, obj):
+        reduce = self._by_name.get(type(obj))
+        return reduce(obj) if reduce is not None else super().reducer_override(obj)
+
+
 class RayExecutor:
     """Runs a check's units as Ray tasks.
 
@@ -431,7 +455,7 @@ class RayExecutor:
             if sum(unit_seconds(unit, subject.costs) for unit in units) < self.local_below:
                 return "small"
         try:
-            pickled = cloudpickle.dumps(subject)
+            pickled = dumps_subject(subject)
         except Exception:  # pickling raises whatever the object's __reduce__ raises
             return "unpicklable"
         ensure_ray(self.address, self.runtime_env)
@@ -458,7 +482,7 @@ class RayExecutor:
         subject, e.g. units run to explain a failure, reuse it); released with the subject."""
         key = id(subject)
         if key not in self._subject_refs:
-            self._subject_refs[key] = ray.put(cloudpickle.dumps(subject) if pickled is None else pickled)
+            self._subject_refs[key] = ray.put(dumps_subject(subject) if pickled is None else pickled)
             weakref.finalize(subject, self._subject_refs.pop, key, None)
         return self._subject_refs[key]
 

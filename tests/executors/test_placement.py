@@ -56,6 +56,32 @@ def test_an_unpicklable_function_runs_in_process_and_passes(ray_cluster):
     assert distcheck.gradgradcheck(Unpicklable(), (_x(5),), executor=executor)
 
 
+def test_torch_operators_go_to_ray_by_name(ray_cluster):
+    """``torch.ops.aten.<op>[.<overload>]`` hold pybind11 records that pickle refuses: sent by
+    name, a large check of one (a slow-mode test of ``torch.ops.aten.convolution``) splits over
+    the cluster instead of running in-process, with the in-process verdict and message."""
+    import functools
+
+    from ray import cloudpickle
+
+    from distcheck.executors.ray_executor import dumps_subject
+
+    operators = (torch.ops.aten.convolution, torch.ops.aten.mul.Tensor)
+    assert all(a is b for a, b in zip(cloudpickle.loads(dumps_subject(operators)), operators, strict=True))
+    scaled = functools.partial(torch.ops.aten.mul.Tensor, other=3.0)
+    assert isinstance(_submitted(RayExecutor(), scaled, (_x(5),)), RayResults)  # was: in-process, unpicklable
+    assert distcheck.gradcheck(scaled, (_x(5),), executor=RayExecutor(), fast_mode=False)
+    wrong = functools.partial(torch.ops.aten.add.Tensor, other=torch.ones(5, dtype=torch.float64), alpha=1e-3)
+    x = _x(5)
+
+    def message(executor):
+        with pytest.raises(distcheck.GradcheckError) as raised:
+            distcheck.gradcheck(lambda t: wrong(t) + t.detach(), (x,), executor=executor, fast_mode=False)
+        return str(raised.value)
+
+    assert message(RayExecutor()) == message("serial")
+
+
 def test_the_default_ray_executor_reads_its_threshold(monkeypatch):
     monkeypatch.delenv("DISTCHECK_LOCAL_BELOW", raising=False)
     assert local_below() == default_ray_executor().local_below > 0
