@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +79,11 @@ class _StorageView:
     conj: bool
     neg: bool
 
+    @classmethod
+    def of(cls, storage: _SharedStorage, x) -> _StorageView:
+        """How tensor ``x`` views ``storage`` (its storage)."""
+        return cls(storage, x.storage_offset(), tuple(x.shape), x.stride(), x.dtype, x.is_conj(), x.is_neg())
+
     def tensor(self):
         import torch
 
@@ -108,7 +114,7 @@ def _sharing(inputs: tuple) -> tuple:
             continue
         if storage.nbytes():
             groups.setdefault((str(x.device), storage.data_ptr(), storage.nbytes()), []).append(k)
-    sent = list(inputs)
+    sent = inputs
     for positions in groups.values():
         if len({id(inputs[k]) for k in positions}) < 2:  # one tensor (perhaps passed twice): pickle keeps it
             continue
@@ -116,16 +122,10 @@ def _sharing(inputs: tuple) -> tuple:
         nbytes = first.untyped_storage().nbytes()
         data = torch.empty(0, dtype=torch.uint8, device=first.device)
         data.set_(first.untyped_storage(), 0, (nbytes,), (1,))
-        shared = _SharedStorage(data)
-        views: dict[int, _StorageView] = {}  # one per tensor: an input passed twice arrives as one
-        for k in positions:
-            x = inputs[k]
-            if id(x) not in views:
-                views[id(x)] = _StorageView(
-                    shared, x.storage_offset(), tuple(x.shape), x.stride(), x.dtype, x.is_conj(), x.is_neg()
-                )
-            sent[k] = views[id(x)]
-    return tuple(sent)
+        viewed = functools.partial(_StorageView.of, _SharedStorage(data))
+        # one view per tensor: an input passed twice arrives as one
+        sent = _each_once(sent, lambda k, x, members=frozenset(positions): k in members, viewed)
+    return sent
 
 
 def _each_once(inputs: tuple, chosen: Callable, made: Callable) -> tuple:

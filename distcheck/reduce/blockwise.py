@@ -207,7 +207,7 @@ def _failure(reducer, stage, grid: _Grid, runner: BlockRunner, block, k: int, i:
     itemsize = max(block.numerical.itemsize, block.analytical.itemsize)
     window = Window(*window_of(block.shape, itemsize, worst))
     n, a = _fetch_window(grid, runner, window, block, k, i)
-    found = FailureBlocks(k, i, n, a, pair.atol, pair.rtol, pair.part, stage.mode)
+    found = FailureBlocks.of(pair, n, a, stage.mode)
     return attach(error, WindowedBlocks.of(found, block.shape, window.row0, window.col0, worst))
 
 

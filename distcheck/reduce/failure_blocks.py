@@ -31,6 +31,13 @@ class FailureBlocks:
     part: Part | None = None
     mode: Mode = Mode.BACKWARD
 
+    @classmethod
+    def of(cls, pair, numerical: np.ndarray, analytical: np.ndarray, mode: Mode) -> FailureBlocks:
+        """The blocks of ``pair`` (a :class:`~distcheck.reduce.messages.BlockPair`: which output
+        and input, the tolerances, the complex part), computed in ``mode``."""
+        i, k = pair.input_index, pair.output_index
+        return cls(k, i, numerical, analytical, pair.atol, pair.rtol, pair.part, mode)
+
 
 def attach(error: Exception, blocks: FailureBlocks | None) -> Exception:
     """``error`` with ``error.blocks`` set (when the blocks are full 2-D Jacobian blocks)."""

@@ -144,8 +144,7 @@ class Reducer:
 
     def blocks(self, stage, k: int, i: int, a, n) -> FailureBlocks:
         """The compared blocks, for reports (``error.blocks``)."""
-        part = self.pair(stage, k, i, self.options.atol).part
-        return FailureBlocks(k, i, n, a, self.options.atol, self.options.rtol, part, stage.mode)
+        return FailureBlocks.of(self.pair(stage, k, i, self.options.atol), n, a, stage.mode)
 
     def explain(self, stage: ProjectedComparison, i: int, k: int) -> tuple[str, FailureBlocks | None]:
         """The full Jacobian blocks behind a failed projection (run now, in slow mode): the
