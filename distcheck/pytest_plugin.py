@@ -21,18 +21,21 @@ unless one of its options is given; loading it imports neither torch nor Ray).
 - On Ray, what test modules define (functions, autograd Functions) is sent to the workers by
   value; other code the checked functions use must be importable on the workers.
 - On Ray, a check whose estimated work is under ``--distcheck-local-below`` seconds (default:
-  ``distcheck.executors.ray_executor.LOCAL_BELOW``) runs in-process, with no serialisation, and
+  ``distcheck.executors.ray_settings.LOCAL_BELOW``) runs in-process, with no serialisation, and
   so does one whose function or inputs cannot be pickled; the others are split over the cluster.
+  Ray is imported (and a local one started) at the first check that goes there: a session
+  whose checks are all small never imports it.
 - At the end, one line: how many checks ran through distcheck, how many of them in-process
   (small, unpicklable) and how many on Ray, in how many Ray tasks (units, for the serial
   executor), summed over pytest-xdist workers.
 
 With pytest-xdist (``-n N``) and Ray, all workers share one Ray: the cluster at the address
-given, else one local Ray that the controller starts for the session (on all the cores: an
-xdist worker waiting for its check's tasks uses none), hands to the workers (its address and
-CPUs: a worker joins it at its first check that goes to Ray, never if all its checks run
-in-process) and stops at the end. Every xdist worker computes on one intra-op thread; one
-warning line when the xdist workers outnumber the cores.
+given, else one local Ray of the controller's (on all the cores: an xdist worker waiting for
+its check's tasks uses none), which it starts when the first worker sends a check to Ray
+(:mod:`distcheck.executors.session_ray`: a session whose checks all run in-process starts no
+Ray) and stops at the end; every worker joins it at its first check that goes there. Every
+xdist worker computes on one intra-op thread; one warning line when the xdist workers
+outnumber the cores.
 """
 
 from __future__ import annotations
@@ -45,13 +48,15 @@ import pytest
 
 EXECUTORS = ("serial", "ray")
 EXECUTOR_VARIABLE = "DISTCHECK_EXECUTOR"
-ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"  # as distcheck.executors.ray_executor (not imported here: no Ray)
+ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"  # as distcheck.executors.ray_settings (not imported at load)
 _PLUGIN = "distcheck-session"
-LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"  # as distcheck.executors.ray_executor
+LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"  # as distcheck.executors.ray_settings
 _OUTPUT_KEY = "distcheck_counts"  # what an xdist worker sends its controller
 _INPUT_KEY = "distcheck_ray_address"  # the session's Ray, from the controller to its workers
 _CPUS_KEY = "distcheck_ray_cpus"  # and its CPUs: a worker joins it only for a check it sends there
-CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"  # as distcheck.executors.ray_executor
+_SESSION_KEY = "distcheck_ray_session"  # or the folder where a worker asks the controller to start it
+SESSION_VARIABLE = "DISTCHECK_RAY_SESSION"  # as distcheck.executors.session_ray
+CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"  # as distcheck.executors.ray_settings
 _COUNTS = ("checks", "small", "unpicklable", "on_ray", "tasks")
 
 
@@ -108,6 +113,7 @@ class DistcheckSession:
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.xdist_workers: list[dict[str, int]] = []
         self.cpus: int | None = None  # of the local Ray this process started for its xdist workers
+        self.session_ray = None  # the controller's: the local Ray it starts when a worker asks
         self.started_ray = False  # this process started the session's local Ray
         self.threads: int | None = None  # torch's intra-op threads before the session
 
@@ -125,6 +131,8 @@ class DistcheckSession:
         if worker_input is not None:  # an xdist worker: the controller's Ray, one intra-op thread
             if worker_input.get(_INPUT_KEY):
                 self._setenv(ADDRESS_VARIABLE, worker_input[_INPUT_KEY])
+            if worker_input.get(_SESSION_KEY):
+                self._setenv(SESSION_VARIABLE, worker_input[_SESSION_KEY])
             if worker_input.get(_CPUS_KEY):
                 self._setenv(CPUS_VARIABLE, str(worker_input[_CPUS_KEY]))
             import torch
@@ -143,7 +151,7 @@ class DistcheckSession:
     def _start_session_ray(self, config: pytest.Config) -> None:
         """The xdist controller: one Ray for every worker (a local one unless an address is
         known), and one warning line if the xdist workers outnumber the cores."""
-        from distcheck.executors.ray_executor import local_cpus
+        from distcheck.executors.ray_settings import local_cpus
 
         workers, cores = _xdist_workers(config), local_cpus()
         if workers > cores:
@@ -156,19 +164,36 @@ class DistcheckSession:
             )
         if _address_known():
             return
+        from distcheck.executors.session_ray import SessionRay
+
+        self.session_ray = SessionRay(self._start_local_ray, self._shutdown_ray)
+        self.cpus = cores  # what ensure_ray's local Ray will have
+
+    def _start_local_ray(self) -> str:
+        """The session's local Ray, started (in the session Ray's thread) when the first xdist
+        worker sends a check there."""
         import ray
 
-        from distcheck.executors.ray_executor import cluster_cpus, ensure_ray
+        from distcheck.executors.ray_executor import ensure_ray
 
         self.started_ray = not ray.is_initialized()
         ensure_ray(warm=False)  # each worker's job warms the worker processes it uses
-        self.address, self.cpus = ray.get_runtime_context().gcs_address, cluster_cpus()
+        return ray.get_runtime_context().gcs_address
+
+    def _shutdown_ray(self) -> None:
+        if self.started_ray:  # not a Ray this process had before the session
+            import ray
+
+            ray.shutdown()
+            self.started_ray = False
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
         """xdist: every worker joins the session's Ray (when a check of its goes there)."""
         if self.address:
             node.workerinput[_INPUT_KEY] = self.address
+        if self.session_ray is not None:
+            node.workerinput[_SESSION_KEY] = self.session_ray.folder
         if self.cpus:
             node.workerinput[_CPUS_KEY] = self.cpus
 
@@ -207,10 +232,10 @@ class DistcheckSession:
         path either if it started before collection)."""
         if self._executor() != "ray":
             return
-        from ray import cloudpickle
+        from distcheck.executors.ray_settings import pickle_by_value
 
         for module in {item.module for item in session.items if getattr(item, "module", None) is not None}:
-            cloudpickle.register_pickle_by_value(module)
+            pickle_by_value(module)  # registered with Ray's pickler at the first check sent there
 
     def restore(self) -> None:
         for owner, attribute, original in reversed(self.patched):
@@ -227,11 +252,9 @@ class DistcheckSession:
 
             torch.set_num_threads(self.threads)
             self.threads = None
-        if self.started_ray:  # the controller's local Ray for the session
-            import ray
-
-            ray.shutdown()
-            self.started_ray = False
+        if self.session_ray is not None:  # the controller's local Ray for the session, if started
+            self.session_ray.stop()
+            self.session_ray = None
 
     def summary(self) -> str:
         total = {k: self.counts[k] + sum(w.get(k, 0) for w in self.xdist_workers) for k in _COUNTS}
@@ -316,13 +339,13 @@ def _xdist_workers(config: pytest.Config) -> int:
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int):
         return workers
-    from distcheck.executors.ray_executor import local_cpus
+    from distcheck.executors.ray_settings import local_cpus
 
     return local_cpus()  # -n auto / logical
 
 
 def _default_local_below() -> str:
-    from distcheck.executors.ray_executor import LOCAL_BELOW
+    from distcheck.executors.ray_settings import LOCAL_BELOW
 
     return repr(LOCAL_BELOW)
 

@@ -112,6 +112,33 @@ def test_loading_the_plugin_imports_neither_torch_nor_ray():
     assert out.strip() == "[]"
 
 
+SMALL_CHECKS_ONLY = """
+import sys
+
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+
+
+def test_small_checks():
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert gradcheck(torch.sin, (x,)) and gradgradcheck(torch.sin, (x,))
+
+
+def test_then_ray_was_never_imported():
+    assert not any(name == "ray" or name.startswith("ray.") for name in sys.modules)
+"""
+
+
+def test_a_session_of_small_checks_on_ray_never_imports_ray(pytester):
+    """Importing Ray costs a process over half a second: the executor decides that a check is
+    small without it, and the plugin's by-value registration of test modules waits for the
+    first check that goes to Ray."""
+    pytester.makepyfile(SMALL_CHECKS_ONLY)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--distcheck-torch", "--distcheck-executor", "ray")
+    result.assert_outcomes(passed=2)
+    assert _placed(result) == (2, 2, 0, 0)
+
+
 def test_torch_checks_through_distcheck_in_process(pytester):
     pytester.makepyfile(WRONG_BACKWARD)
     result = _run(pytester, "--distcheck-torch")
@@ -213,6 +240,38 @@ def test_with_xdist_and_ray_without_an_address_one_ray_for_the_session(pytester,
 
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=5):
         pass  # the session's Ray is gone
+
+
+@pytest.mark.slow
+def test_with_xdist_and_ray_a_session_of_small_checks_starts_no_ray(pytester, monkeypatch):
+    """The controller starts the session's Ray when a worker first sends a check there: with
+    every check in-process, no process of the session imports Ray, and none starts one."""
+    pytest.importorskip("xdist")
+    for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(
+        """
+        import os
+        import sys
+
+        import torch
+
+        def test_a():
+            x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(torch.sin, (x,))
+            assert not any(name == "ray" or name.startswith("ray.") for name in sys.modules)
+            assert not os.listdir(os.environ["DISTCHECK_RAY_SESSION"])  # no worker asked for Ray
+
+        test_b = test_a
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--distcheck-torch", "--distcheck-executor", "ray"
+    )
+    result.assert_outcomes(passed=2)
+    assert "over 2 xdist workers: 2 in-process (2 under 1.0 s of estimated work, 0 unpicklable), 0 on Ray" in (
+        result.stdout.str()
+    )
 
 
 @pytest.mark.ray

@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass, fields, replace
 
-from distcheck.executors.ray_blocks import DEFAULT_BLOCK_BYTES
+from distcheck.executors.ray_settings import DEFAULT_BLOCK_BYTES
 from distcheck.runner.ray_dispatch import IDLE_WAIT, REPORT_EVERY
 from distcheck.runner.runner import RunOptions
 

@@ -26,7 +26,7 @@ def resolve(executor: Any = None) -> Executor:
         if name == "serial":
             return SerialExecutor()
         if name == "ray":
-            from distcheck.executors.ray_executor import default_ray_executor
+            from distcheck.executors.ray_front import default_ray_executor
 
             return default_ray_executor()
         raise ValueError(f"unknown executor {executor!r}: use one of {', '.join(_NAMES)} or an executor object")

@@ -8,7 +8,6 @@ attributes, the tiles' summaries (see :mod:`distcheck.plan.comparisons`).
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections.abc import Callable, Sequence
 
@@ -17,15 +16,6 @@ from ray.exceptions import RayError
 
 from distcheck.plan.comparisons import BlockJob, JobOutcome, run_job
 from distcheck.plan.units import UnitResult
-
-BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
-DEFAULT_BLOCK_BYTES = 64 * 2**20
-
-
-def default_block_bytes() -> float:
-    """The per-process block budget: ``$DISTCHECK_BLOCK_MB`` megabytes, else 64 MB."""
-    text = os.environ.get(BLOCK_MB_VARIABLE, "").strip()
-    return float(text) * 2**20 if text else DEFAULT_BLOCK_BYTES
 
 
 @ray.remote(num_cpus=1)

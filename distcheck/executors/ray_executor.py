@@ -47,33 +47,43 @@ from ray import cloudpickle
 from ray.exceptions import RayError
 
 from distcheck.engines import get_engine, reference_scope, registry
-from distcheck.executors.ray_blocks import RayBlocks, default_block_bytes
-from distcheck.executors.serial import SerialResults
+from distcheck.executors.ray_blocks import RayBlocks
+from distcheck.executors.ray_settings import (
+    ADDRESS_VARIABLE,
+    CPUS_VARIABLE,
+    LOCAL_BELOW,
+    LOCAL_BELOW_VARIABLE,
+    LocalResults,
+    default_block_bytes,
+    is_small,
+    local_below,
+    local_cpus,
+    planned_workers,
+    resolve_address,
+    take_by_value,
+)
+from distcheck.executors.session_ray import request_address, session_folder
 from distcheck.plan.chunking import ChunkPolicy
-from distcheck.plan.cost_model import CostModel, unit_seconds
+from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit, UnitResult, execute
 
-__all__ = [
+__all__ = [  # with the Ray-free settings of ray_settings, re-exported
     "ADDRESS_VARIABLE",
     "CPUS_VARIABLE",
     "LOCAL_BELOW",
+    "LOCAL_BELOW_VARIABLE",
     "LocalResults",
     "RayExecutor",
     "RayResults",
     "cluster_cpus",
-    "default_ray_executor",
+    "default_block_bytes",
     "ensure_ray",
+    "local_below",
+    "local_cpus",
+    "resolve_address",
 ]
 
-ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
-# The CPUs of the cluster at $DISTCHECK_RAY_ADDRESS, when known (the pytest plugin's xdist
-# workers, given the session's Ray): a check is planned without joining it.
-CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"
-# Seconds of estimated work under which executor="ray" runs a check in-process (see docs/plugin.md
-# for the measurement); $DISTCHECK_LOCAL_BELOW overrides it (0: every picklable check on Ray).
-LOCAL_BELOW = 1.0
-LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
 # Environment of every worker this driver starts: one thread per task, whatever the library.
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # A task killed by Ray's memory monitor is retried this many times (Ray's default: forever).
@@ -108,6 +118,8 @@ def ensure_ray(address: str | None = None, runtime_env: dict | None = None, *, w
 def _init(address: str | None, runtime_env: dict | None) -> None:
     """Start a local Ray, or join the cluster at ``address`` (see :func:`ensure_ray`)."""
     address = resolve_address(address)
+    if address is None and (folder := session_folder()):  # a pytest session's shared Ray
+        address = request_address(folder)
     env = dict(runtime_env or {})
     env["env_vars"] = {**WORKER_ENV, **env.get("env_vars", {})}
     if address is None:
@@ -172,13 +184,6 @@ def warm_workers(modules: tuple[str, ...] = (), timeout: float = WARM_TIMEOUT) -
     return time.perf_counter() - start
 
 
-def resolve_address(address: str | None) -> str | None:
-    """The cluster address to join, or None to start a local Ray (see :func:`ensure_ray`)."""
-    if address is None:
-        address = os.environ.get(ADDRESS_VARIABLE, "").strip() or os.environ.get("RAY_ADDRESS", "").strip()
-    return None if address in (None, "", "local") else address
-
-
 def cluster_cpus() -> int:
     """CPUs of the Ray this process is connected to (at least 1)."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -187,14 +192,6 @@ def cluster_cpus() -> int:
 def cluster_gpus() -> float:
     """GPUs of the Ray this process is connected to (logical ones included: ``--num-gpus``)."""
     return float(ray.cluster_resources().get("GPU", 0))
-
-
-def local_cpus() -> int:
-    """The cores this process may run on (its affinity mask, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _token_available() -> bool:
@@ -348,21 +345,12 @@ class RayResults:
             ray.cancel(ref, force=True)
 
 
-class LocalResults(SerialResults):
-    """Results of a check the Ray executor placed in this process: ``placed`` is "small" or
-    "unpicklable"; no Ray task."""
-
-    tasks = 0
-
-    def __init__(self, subject: Subject, units: Sequence[Unit], where: str):
-        super().__init__(subject, units, 1)
-        self.placed = where
-
-
 def dumps_subject(subject: Subject) -> bytes:
     """``subject`` pickled for the workers (cloudpickle: functions of test modules by value).
     torch's operators (``torch.ops.aten.convolution``, ``....default``) go by name: pybind11's
     function records in them cannot be pickled, and every worker has torch's operators."""
+    for module in take_by_value():  # test modules (the pytest plugin), which workers cannot import
+        cloudpickle.register_pickle_by_value(module)
     buffer = io.BytesIO()
     _SubjectPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(subject)
     return buffer.getvalue()
@@ -429,11 +417,9 @@ class RayExecutor:
         Before a local Ray is started, the CPUs it will have: planning a check that then runs
         in-process starts no Ray (starting one, and warming its workers, costs seconds of CPU)."""
         if not (self.gpus or ray.is_initialized()):
-            if not resolve_address(self.address):
-                return local_cpus()
-            known = os.environ.get(CPUS_VARIABLE, "").strip()
-            if known and resolve_address(self.address) == resolve_address(None):  # that cluster's
-                return int(known)
+            planned = planned_workers(self.address)
+            if planned is not None:
+                return planned
         ensure_ray(self.address, self.runtime_env)
         if self._cpus is None or time.monotonic() - self._cpus[0] > 5.0:
             cpus = cluster_cpus()
@@ -451,9 +437,8 @@ class RayExecutor:
     def place(self, subject: Subject, units: Sequence[Unit]) -> str:
         """Where a check runs: "ray", or in-process: "small" (estimated work under
         ``local_below`` seconds) or "unpicklable" (its subject cannot be sent to workers)."""
-        if self.local_below > 0 and subject.costs is not None:
-            if sum(unit_seconds(unit, subject.costs) for unit in units) < self.local_below:
-                return "small"
+        if is_small(subject, units, self.local_below):
+            return "small"
         try:
             pickled = dumps_subject(subject)
         except Exception:  # pickling raises whatever the object's __reduce__ raises
@@ -488,23 +473,3 @@ class RayExecutor:
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, policy={self._policy!r})"
-
-
-_defaults: dict[tuple[str | None, float], RayExecutor] = {}
-
-
-def local_below() -> float:
-    """``executor="ray"``'s threshold: ``$DISTCHECK_LOCAL_BELOW`` seconds, else :data:`LOCAL_BELOW`."""
-    value = os.environ.get(LOCAL_BELOW_VARIABLE, "").strip()
-    return float(value) if value else LOCAL_BELOW
-
-
-def default_ray_executor() -> RayExecutor:
-    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``
-    and threshold)."""
-    address = os.environ.get(ADDRESS_VARIABLE, "").strip() or None
-    key = (address, local_below())
-    with _init_lock:
-        if key not in _defaults:
-            _defaults[key] = RayExecutor(address, local_below=key[1])
-        return _defaults[key]

@@ -189,7 +189,7 @@ class Budget:
         """The most Jacobian bytes one process holds for a split case (its block budget)."""
         if self.block_bytes is not None:
             return self.block_bytes
-        from distcheck.executors.ray_blocks import default_block_bytes
+        from distcheck.executors.ray_settings import default_block_bytes
 
         return default_block_bytes()
 

@@ -14,7 +14,8 @@ import torch
 
 import distcheck
 from distcheck.check import plan_check
-from distcheck.executors.ray_executor import LocalResults, RayExecutor, RayResults, default_ray_executor, local_below
+from distcheck.executors.ray_executor import LocalResults, RayExecutor, RayResults, local_below
+from distcheck.executors.ray_front import default_ray_executor
 from distcheck.options import CheckOptions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ import distcheck
 import distcheck.check as check_module
 from distcheck.check import plan_check
 from distcheck.executors import resolve
-from distcheck.executors.ray_executor import RayExecutor, _portable, default_ray_executor, resolve_address
+from distcheck.executors.ray_executor import RayExecutor, _portable, resolve_address
+from distcheck.executors.ray_front import RayFront, default_ray_executor
 from distcheck.executors.serial import SerialExecutor
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import Whole
@@ -330,9 +331,10 @@ def test_an_exception_that_cannot_be_unpickled_keeps_its_name_and_message():
 def test_environment_variables_switch_a_suite_to_ray(ray_cluster, monkeypatch):
     monkeypatch.setenv("DISTCHECK_EXECUTOR", "ray")
     monkeypatch.setenv("DISTCHECK_RAY_ADDRESS", "auto")
+    monkeypatch.setenv("DISTCHECK_LOCAL_BELOW", "0")  # every check to Ray, however small
     executor = resolve(None)
-    assert isinstance(executor, RayExecutor) and executor is default_ray_executor()
-    assert executor.address == "auto"
+    assert isinstance(executor, RayFront) and executor is default_ray_executor()
+    assert executor.address == "auto" and executor.executor().address == "auto"
     submitted, submit = [], RayExecutor.submit
     monkeypatch.setattr(RayExecutor, "submit", lambda self, *a: submitted.append(a) or submit(self, *a))
     assert distcheck.gradcheck(torch.sin, (_x(3),))

@@ -1,0 +1,99 @@
+"""``executor="ray"`` before Ray: :class:`RayFront`, the executor behind ``executor="ray"``,
+plans a check for the CPUs the cluster will have, runs it in-process when its estimated work is
+under the threshold (:data:`~distcheck.executors.ray_settings.LOCAL_BELOW`), and imports Ray
+(and starts or joins it) only for the first check that goes there; from then on it hands every
+other check to its :class:`~distcheck.executors.ray_executor.RayExecutor`. A test session whose
+checks are all small (the pytest plugin's fast-mode files) never pays Ray's import and start.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from distcheck.executors.ray_settings import (
+    ADDRESS_VARIABLE,
+    LOCAL_BELOW,
+    LocalResults,
+    default_block_bytes,
+    is_small,
+    local_below,
+    planned_workers,
+    ray_connected,
+)
+from distcheck.plan.cost_model import CostModel
+from distcheck.plan.subject import Subject
+from distcheck.plan.units import Unit
+
+if TYPE_CHECKING:
+    from distcheck.executors.ray_executor import RayExecutor, RayResults
+
+_lock = threading.Lock()
+
+
+class RayFront:
+    """The executor behind ``executor="ray"``: a check of estimated work under ``local_below``
+    seconds runs in-process without Ray; the others go to a
+    :class:`~distcheck.executors.ray_executor.RayExecutor` at ``address``, made (and Ray
+    imported, started or joined) when the first of them comes. Every submission of a check
+    goes where its first went."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, local_below: float = LOCAL_BELOW):
+        self.address, self.local_below = address, local_below
+        self._ray: RayExecutor | None = None
+        self._small: dict[int, bool] = {}  # per live subject: placed in-process as small
+
+    def executor(self) -> RayExecutor:
+        """The Ray executor (imports Ray)."""
+        with _lock:
+            if self._ray is None:
+                from distcheck.executors.ray_executor import RayExecutor
+
+                self._ray = RayExecutor(self.address, local_below=0.0)  # small checks are decided here
+            return self._ray
+
+    def _planned(self) -> int | None:
+        return None if self._ray is not None or ray_connected() else planned_workers(self.address)
+
+    @property
+    def workers(self) -> int:
+        planned = self._planned()
+        return planned if planned is not None else self.executor().workers
+
+    @property
+    def policy(self) -> CostModel:
+        if self._planned() is None:
+            return self.executor().policy
+        return replace(CostModel(), workers=self.workers, block_bytes=default_block_bytes())
+
+    def submit(self, subject: Subject, units: Sequence[Unit]) -> LocalResults | RayResults:
+        key = id(subject)
+        if key not in self._small:
+            self._small[key] = is_small(subject, units, self.local_below)
+            weakref.finalize(subject, self._small.pop, key, None)
+        if self._small[key]:
+            return LocalResults(subject, units, "small")
+        return self.executor().submit(subject, units)
+
+    def __repr__(self) -> str:
+        return f"RayFront(address={self.address!r}, local_below={self.local_below!r})"
+
+
+_defaults: dict[tuple[str | None, float], RayFront] = {}
+
+
+def default_ray_executor() -> RayFront:
+    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``
+    and threshold)."""
+    address = os.environ.get(ADDRESS_VARIABLE, "").strip() or None
+    key = (address, local_below())
+    with _lock:
+        if key not in _defaults:
+            _defaults[key] = RayFront(address, key[1])
+        return _defaults[key]

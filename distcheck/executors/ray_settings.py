@@ -1,0 +1,117 @@
+"""The Ray executor's settings and the decisions a process makes before it has Ray: nothing
+here imports Ray (importing it costs a process more than half a second of CPU; the pytest
+plugin and ``executor="ray"`` decide without it where a small check runs).
+
+The environment variables, the block budget, the CPUs of a Ray not started yet, whether a
+check is small enough to run in-process, and the test modules whose code travels to Ray by
+value (registered with Ray's pickler by the Ray executor, at the first check it pickles).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+
+from distcheck.executors.serial import SerialResults
+from distcheck.plan.cost_model import unit_seconds
+from distcheck.plan.subject import Subject
+from distcheck.plan.units import Unit
+
+ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
+# The CPUs of the cluster at $DISTCHECK_RAY_ADDRESS, when known (the pytest plugin's xdist
+# workers, given the session's Ray): a check is planned without joining it.
+CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"
+# Seconds of estimated work under which executor="ray" runs a check in-process (see docs/plugin.md
+# for the measurement); $DISTCHECK_LOCAL_BELOW overrides it (0: every picklable check on Ray).
+LOCAL_BELOW = 1.0
+LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
+BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
+DEFAULT_BLOCK_BYTES = 64 * 2**20
+
+_lock = threading.Lock()
+_by_value: list[ModuleType] = []  # modules whose functions travel to Ray by value, not yet registered
+
+
+def default_block_bytes() -> float:
+    """The per-process block budget: ``$DISTCHECK_BLOCK_MB`` megabytes, else 64 MB."""
+    text = os.environ.get(BLOCK_MB_VARIABLE, "").strip()
+    return float(text) * 2**20 if text else DEFAULT_BLOCK_BYTES
+
+
+def local_cpus() -> int:
+    """The cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def local_below() -> float:
+    """``executor="ray"``'s threshold: ``$DISTCHECK_LOCAL_BELOW`` seconds, else :data:`LOCAL_BELOW`."""
+    value = os.environ.get(LOCAL_BELOW_VARIABLE, "").strip()
+    return float(value) if value else LOCAL_BELOW
+
+
+def resolve_address(address: str | None) -> str | None:
+    """The cluster address to join, or None to start a local Ray: ``address``, else
+    ``$DISTCHECK_RAY_ADDRESS``, else ``$RAY_ADDRESS`` (see ``ensure_ray``)."""
+    if address is None:
+        address = os.environ.get(ADDRESS_VARIABLE, "").strip() or os.environ.get("RAY_ADDRESS", "").strip()
+    return None if address in (None, "", "local") else address
+
+
+def ray_connected() -> bool:
+    """This process has initialized Ray (never true while Ray is not imported)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and hasattr(ray, "is_initialized") and ray.is_initialized()
+
+
+def planned_workers(address: str | None) -> int | None:
+    """The CPUs a check is planned for while this process has no Ray: a local Ray's (this
+    process's cores), or those of the cluster at ``$DISTCHECK_RAY_ADDRESS`` when
+    ``$DISTCHECK_RAY_CPUS`` gives them; None when only joining the cluster can tell."""
+    if not resolve_address(address):
+        return local_cpus()
+    known = os.environ.get(CPUS_VARIABLE, "").strip()
+    if known and resolve_address(address) == resolve_address(None):  # that cluster's
+        return int(known)
+    return None
+
+
+def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:
+    """The check's estimated work (the cost model's timings of its evaluations and backward
+    passes) is under ``threshold`` seconds: a Ray round trip and the workers' parallelism
+    cannot win it back. False when the plan measured no costs, or ``threshold`` is 0."""
+    if threshold <= 0 or subject.costs is None:
+        return False
+    return sum(unit_seconds(unit, subject.costs) for unit in units) < threshold
+
+
+def pickle_by_value(module: ModuleType) -> None:
+    """Send ``module``'s functions and classes to Ray by value (a test module, which the
+    workers cannot import), from the first check that goes to Ray."""
+    with _lock:
+        _by_value.append(module)
+
+
+def take_by_value() -> list[ModuleType]:
+    """The modules given to :func:`pickle_by_value` since the last call (the Ray executor
+    registers them with its pickler before it pickles a check)."""
+    with _lock:
+        taken = list(_by_value)
+        _by_value.clear()
+    return taken
+
+
+class LocalResults(SerialResults):
+    """Results of a check the Ray executor placed in this process: ``placed`` is "small" or
+    "unpicklable"; no Ray task."""
+
+    tasks = 0
+
+    def __init__(self, subject: Subject, units: Sequence[Unit], where: str):
+        super().__init__(subject, units, 1)
+        self.placed = where
