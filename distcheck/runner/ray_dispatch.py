@@ -71,7 +71,7 @@ from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
 from distcheck.runner.policy import Item, PolicyContext, WorkPolicy
 from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.split import CHUNKS, coordinators
+from distcheck.runner.split import Chunks, coordinators
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
@@ -573,7 +573,7 @@ class _Run:
         if message is None:  # it has begun the case (its timeout runs from now)
             split.since = time.monotonic()
             return
-        if isinstance(message, str) and message == CHUNKS:
+        if isinstance(message, Chunks):
             self.pause()
             return
         outcome, tasks = message
