@@ -205,6 +205,9 @@ class TorchEngine(Engine):
         return torch.real(value) if part == Part.REAL else torch.imag(value)
 
     def complex_join(self, part_value: torch.Tensor, other: torch.Tensor, part: Part) -> torch.Tensor:
+        joined = _joined_dual(part_value, other, part)
+        if joined is not None:
+            return joined
         return part_value + other * 1j if part == Part.REAL else other + part_value * 1j
 
     def random_grad_outputs(self, outputs, noncontiguous: bool) -> tuple:
@@ -229,6 +232,35 @@ class TorchEngine(Engine):
 
     def format_block(self, block: np.ndarray) -> str:
         return str(torch_tensors.tensor_of(np.ascontiguousarray(block)))
+
+
+def _joined_dual(part_value: torch.Tensor, other: torch.Tensor, part: Part) -> torch.Tensor | None:
+    """``complex_join`` of a dual ``part_value`` (a forward-mode JVP of a complex input's part):
+    the primal and the tangent that torch's forward AD gives ``part_value + other * 1j`` (real
+    part) or ``other + part_value * 1j`` (imaginary part), bit for bit, computed on plain
+    tensors. The tangent torch gives is the part's tangent converted to complex (real part) or
+    ``tangent * 1j`` (imaginary part): the constant's absent tangent is a zero tensor, which
+    adds nothing. That zero tensor's shape is worked out by a Python meta kernel in every such
+    call, which this path does without. The result is a fresh tensor, not a view, as the
+    expression's. None (use the expression) when ``part_value`` has no tangent, takes part in
+    autograd, is not strided or has a tangent batched by vmap, or ``other`` is not a constant
+    tensor of its shape."""
+    tensors = isinstance(part_value, torch.Tensor) and isinstance(other, torch.Tensor)
+    if not tensors or part_value.layout != torch.strided or other.shape != part_value.shape:
+        return None
+    if part_value.requires_grad or other.requires_grad:
+        return None
+    fw = torch.autograd.forward_ad
+    primal, tangent = fw.unpack_dual(part_value)
+    if tangent is None or torch._C._functorch.is_legacy_batchedtensor(tangent):
+        return None
+    if part == Part.REAL:
+        value = primal + other * 1j
+        tangent = tangent.to(value.dtype)
+    else:
+        value = other + primal * 1j
+        tangent = tangent * 1j
+    return fw.make_dual(value, tangent).clone()
 
 
 def _dual(x: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:
