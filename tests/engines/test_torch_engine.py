@@ -226,3 +226,22 @@ def test_joining_a_dual_part_gives_what_torchs_forward_ad_gives_the_expression(p
             assert _bits(p2) == _bits(p1) and _bits(t2) == _bits(t1)
             assert (p2.dtype, p2.shape, p2.stride(), t2.stride()) == (p1.dtype, p1.shape, p1.stride(), t1.stride())
             assert not joined._is_view() and not joined.requires_grad
+
+
+def test_fast_mode_vectors_are_torchs_draws_each_time_and_each_callers_own():
+    """Fast mode's unit vectors are those of torch's gradcheck (``_make_vectors``: a fresh
+    generator, one vector per input, two for a complex one, then one per output) whether drawn
+    or kept from an earlier check of the same sizes; a caller that changes its copies changes
+    nothing for the next."""
+    from torch.autograd.gradcheck import _make_vectors
+
+    x, z = torch.zeros(3, 4, dtype=torch.float64), torch.zeros(5, dtype=torch.complex128)
+    out = torch.zeros(7, dtype=torch.float64)
+    all_v, all_u, _ = _make_vectors([x, z], [out], use_forward_ad=False)
+    expected = [all_u[0], *all_u[1], *all_v]
+    dtypes = [np.dtype(np.float64)] * 4  # a complex input's directions are real
+    for _ in range(3):
+        drawn = ENGINE.random_unit_vectors([12, 5, 5, 7], dtypes)
+        assert [d.tobytes() for d in drawn] == [e.numpy().tobytes() for e in expected]
+        for d in drawn:
+            d[:] = 0.5  # the caller's own copies
