@@ -8,7 +8,9 @@ numbers, messages).
 
 from __future__ import annotations
 
+import collections
 import importlib
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -140,14 +142,21 @@ class TorchEngine(Engine):
 
     def random_unit_vectors(self, numels: Sequence[int], dtypes: Sequence[np.dtype]) -> list[np.ndarray]:
         # torch.autograd.gradcheck's draws: a fresh default-seeded generator, float32 uniform
-        # values cast to the vector's dtype, divided by their norm in that dtype.
-        generator = torch.Generator()
-        vectors = []
-        for numel, dtype in zip(numels, dtypes):
-            vec = torch.rand(int(numel), generator=generator).to(torch_dtype(dtype))
-            vec /= torch.linalg.vector_norm(vec)  # Tensor.norm()'s computation, without its Python
-            vectors.append(vec.numpy().copy())
-        return vectors
+        # values cast to the vector's dtype, divided by their norm in that dtype. They depend on
+        # the sizes and dtypes alone, so the last few draws are kept (each caller gets copies).
+        key = (tuple(int(n) for n in numels), tuple(np.dtype(d) for d in dtypes))
+        with _drawn_lock:
+            kept = _drawn.get(key)
+            if kept is not None:
+                _drawn.move_to_end(key)
+        if kept is None:
+            kept = _draw_unit_vectors(*key)
+            if sum(key[0]) <= _DRAWN_MAX_ELEMENTS:
+                with _drawn_lock:
+                    _drawn[key] = kept
+                    while len(_drawn) > _DRAWN_KEPT:
+                        _drawn.popitem(last=False)
+        return [v.copy() for v in kept]
 
     def rng_state(self):
         return torch.get_rng_state()
@@ -205,6 +214,9 @@ class TorchEngine(Engine):
         return torch.real(value) if part == Part.REAL else torch.imag(value)
 
     def complex_join(self, part_value: torch.Tensor, other: torch.Tensor, part: Part) -> torch.Tensor:
+        joined = _joined_dual(part_value, other, part)
+        if joined is not None:
+            return joined
         return part_value + other * 1j if part == Part.REAL else other + part_value * 1j
 
     def random_grad_outputs(self, outputs, noncontiguous: bool) -> tuple:
@@ -229,6 +241,53 @@ class TorchEngine(Engine):
 
     def format_block(self, block: np.ndarray) -> str:
         return str(torch_tensors.tensor_of(np.ascontiguousarray(block)))
+
+
+_DRAWN_KEPT = 16  # fast mode's unit vectors kept, by sizes and dtypes (a check draws alike for each part)
+_DRAWN_MAX_ELEMENTS = 1 << 20  # larger draws are not kept
+_drawn: collections.OrderedDict[tuple, list[np.ndarray]] = collections.OrderedDict()
+_drawn_lock = threading.Lock()
+
+
+def _draw_unit_vectors(numels: tuple[int, ...], dtypes: tuple[np.dtype, ...]) -> list[np.ndarray]:
+    generator = torch.Generator()
+    vectors = []
+    for numel, dtype in zip(numels, dtypes):
+        vec = torch.rand(numel, generator=generator).to(torch_dtype(dtype))
+        vec /= torch.linalg.vector_norm(vec)  # Tensor.norm()'s computation, without its Python
+        vec = vec.numpy()
+        vec.flags.writeable = False  # kept: callers get copies
+        vectors.append(vec)
+    return vectors
+
+
+def _joined_dual(part_value: torch.Tensor, other: torch.Tensor, part: Part) -> torch.Tensor | None:
+    """``complex_join`` of a dual ``part_value`` (a forward-mode JVP of a complex input's part):
+    the primal and the tangent that torch's forward AD gives ``part_value + other * 1j`` (real
+    part) or ``other + part_value * 1j`` (imaginary part), bit for bit, computed on plain
+    tensors. The tangent torch gives is the part's tangent converted to complex (real part) or
+    ``tangent * 1j`` (imaginary part): the constant's absent tangent is a zero tensor, which
+    adds nothing. That zero tensor's shape is worked out by a Python meta kernel in every such
+    call, which this path does without. The result is a fresh tensor, not a view, as the
+    expression's. None (use the expression) when ``part_value`` has no tangent, takes part in
+    autograd, is not strided or has a tangent batched by vmap, or ``other`` is not a constant
+    tensor of its shape."""
+    tensors = isinstance(part_value, torch.Tensor) and isinstance(other, torch.Tensor)
+    if not tensors or part_value.layout != torch.strided or other.shape != part_value.shape:
+        return None
+    if part_value.requires_grad or other.requires_grad:
+        return None
+    fw = torch.autograd.forward_ad
+    primal, tangent = fw.unpack_dual(part_value)
+    if tangent is None or torch._C._functorch.is_legacy_batchedtensor(tangent):
+        return None
+    if part == Part.REAL:
+        value = primal + other * 1j
+        tangent = tangent.to(value.dtype)
+    else:
+        value = other + primal * 1j
+        tangent = tangent * 1j
+    return fw.make_dual(value, tangent).clone()
 
 
 def _dual(x: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:

@@ -190,3 +190,58 @@ def test_read_only_arrays_become_tensors_without_a_warning():
         assert tensor_of(array).tolist() == array.tolist()
     writable = np.arange(3.0)
     assert tensor_of(writable).data_ptr() == writable.ctypes.data  # no copy when it can be shared
+
+
+def _bits(t: torch.Tensor) -> bytes:
+    """Every bit of ``t``'s values (the signs of zeros and NaN payloads included)."""
+    t = t.resolve_conj().resolve_neg().contiguous()
+    return (torch.view_as_real(t) if t.is_complex() else t).numpy().tobytes()
+
+
+@pytest.mark.parametrize("part", ["real", "imag"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_joining_a_dual_part_gives_what_torchs_forward_ad_gives_the_expression(part, dtype):
+    """Forward-mode checks of complex inputs join each part, a dual tensor, with the constant
+    other part: the primal and tangent are bit for bit those of torch's forward AD of the
+    expression (``part + other * 1j``, ``other + part * 1j``) for every combination of signed
+    zeros, infinities, NaN, subnormal and ordinary values of part, tangent and other, on a fresh
+    tensor (not a view) laid out as the expression's."""
+    from distcheck.engines.torch_engine import _joined_dual
+    from distcheck.kinds import Part
+
+    fw = torch.autograd.forward_ad
+    inf, nan = float("inf"), float("nan")
+    special = torch.tensor([0.0, -0.0, 1.0, -2.5, inf, -inf, nan, 5e-324, -1e308], dtype=dtype)
+    n = len(special)
+    grid = [g.clone() for g in torch.meshgrid(special, special, special, indexing="ij")]  # every combination
+    for shape in [(n, n, n), (n**3,), ()]:
+        value, tangent, other = (g.reshape(shape) if shape else g[1, 4, 6] for g in grid)
+        with fw.dual_level():
+            dual = fw.make_dual(value, torch.zeros_like(value))
+            fw.unpack_dual(dual).tangent.copy_(tangent)
+            expected = dual + other * 1j if part == "real" else other + dual * 1j
+            joined = ENGINE.complex_join(dual, other, Part(part))
+            assert _joined_dual(dual, other, Part(part)) is not None  # not the expression itself
+            (p1, t1), (p2, t2) = fw.unpack_dual(expected), fw.unpack_dual(joined)
+            assert _bits(p2) == _bits(p1) and _bits(t2) == _bits(t1)
+            assert (p2.dtype, p2.shape, p2.stride(), t2.stride()) == (p1.dtype, p1.shape, p1.stride(), t1.stride())
+            assert not joined._is_view() and not joined.requires_grad
+
+
+def test_fast_mode_vectors_are_torchs_draws_each_time_and_each_callers_own():
+    """Fast mode's unit vectors are those of torch's gradcheck (``_make_vectors``: a fresh
+    generator, one vector per input, two for a complex one, then one per output) whether drawn
+    or kept from an earlier check of the same sizes; a caller that changes its copies changes
+    nothing for the next."""
+    from torch.autograd.gradcheck import _make_vectors
+
+    x, z = torch.zeros(3, 4, dtype=torch.float64), torch.zeros(5, dtype=torch.complex128)
+    out = torch.zeros(7, dtype=torch.float64)
+    all_v, all_u, _ = _make_vectors([x, z], [out], use_forward_ad=False)
+    expected = [all_u[0], *all_u[1], *all_v]
+    dtypes = [np.dtype(np.float64)] * 4  # a complex input's directions are real
+    for _ in range(3):
+        drawn = ENGINE.random_unit_vectors([12, 5, 5, 7], dtypes)
+        assert [d.tobytes() for d in drawn] == [e.numpy().tobytes() for e in expected]
+        for d in drawn:
+            d[:] = 0.5  # the caller's own copies
