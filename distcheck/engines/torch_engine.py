@@ -281,6 +281,8 @@ def _joined_dual(part_value: torch.Tensor, other: torch.Tensor, part: Part) -> t
     primal, tangent = fw.unpack_dual(part_value)
     if tangent is None or torch._C._functorch.is_legacy_batchedtensor(tangent):
         return None
+    if fw.unpack_dual(other).tangent is not None:  # not a constant: the expression adds its tangent
+        return None
     if part == Part.REAL:
         value = primal + other * 1j
         tangent = tangent.to(value.dtype)
