@@ -20,13 +20,10 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
   ``coordinator_start``; at most max(2, P / 8) at once, as the dispatcher), which plans
   (``planning_evaluations``) and puts its chunks in Ray's queue (about ``chunk_rounds`` rounds
   over the workers, the first round twice as long as the second, each at least ``chunk_min``).
-  Once a coordinator's chunks are queued (not while it plans), the slots owed to chunks are
-  theirs: as many as the running split cases have queued chunks, at most one per slot. Until
-  that many runners have stopped, a runner that asks takes only what the policy hands a paused
-  runner (the default: costly cases), and with nothing it stops and leaves its slot to the
-  chunks (Ray hands a free slot the next chunk); the other runners go on. When a split case is
-  recorded, the stopped slots no longer owed get runners again (idle ones first). Jacobians
-  within the block budget (``block_bytes``) are assembled and
+  Once a coordinator's chunks are queued (not while it plans), runners take only what the policy
+  hands a paused runner (the default: costly cases): a runner that gets nothing leaves its slot
+  to the chunks (Ray hands a free slot the next chunk), and runners start again when no
+  coordinator is left. Jacobians within the block budget (``block_bytes``) are assembled and
   compared on the coordinator (``assembly_per_byte``); larger ones never meet in one process:
   their chunks are cut so that each unit's result holds at most half the budget (at least ``2 ·
   bytes / block_bytes`` units, columns and rows), and one block job per numerical column unit
@@ -95,7 +92,6 @@ class _Split:
     chunks: int = 0
     units: int = 0
     compared: bool = False
-    owed: int = 0  # slots owed to its chunks: as many as it queued at first
 
 
 @dataclass
@@ -112,8 +108,8 @@ class _Task:
 class _Slot:
     """A worker slot. Its runner's reports: records not reported yet, since when (its own
     clock). ``idle``: its runner found no work; then ``next_poll`` is when it asks again (None:
-    as soon as there is work); ``exited``: its runner stopped for split cases' chunks (the slot
-    takes chunks until it is no longer owed to them)."""
+    as soon as there is work); ``exited``: its runner stopped for a pause (the slot takes
+    chunks until runners start again)."""
 
     reported: float = 0.0
     records: int = 0
@@ -129,8 +125,7 @@ class _State:
     chunks: collections.deque = field(default_factory=collections.deque)  # Ray's queue of chunk tasks
     waiting: collections.deque = field(default_factory=collections.deque)  # split cases for a coordinator
     coordinators: int = 0  # submitted, not recorded yet
-    owed: int = 0  # slots owed to queued chunks: what the split cases that queued theirs queued first
-    stopped: int = 0  # slots whose runner stopped for them (exited)
+    started: int = 0  # of them, with chunks queued (runners pause)
     splits_left: int = 0  # found, not yet recorded
     driver_free: float = 0.0
     driver_cpu: float = 0.0
@@ -206,7 +201,7 @@ class Model:
 
     # -- the queue: the real policy ------------------------------------------------------
     def next_item(self, paused: bool) -> _Task | None:
-        """As ``WorkQueue.take``: the policy's next item (for a runner to stop, what it hands a paused
+        """As ``WorkQueue.take``: the policy's next item (while paused, what it hands a paused
         runner). A group's share is what its lister runs, the rest goes back once listed."""
         item = self.policy.take(paused)
         if item is None:
@@ -228,15 +223,13 @@ class Model:
 
     # -- the runners -----------------------------------------------------------------------
     @property
-    def owed(self) -> int:
-        """Slots owed to the queued chunks of split cases: at most every slot."""
-        return min(self.p, self.s.owed)
+    def paused(self) -> bool:
+        return self.s.started > 0
 
     def ask(self, t: float, slot: int) -> None:
-        """A slot is free at ``t``. Its runner asks the queue for an item (as ``WorkQueue.take``:
-        while fewer runners have stopped than slots are owed to chunks, costly cases only);
-        with none, it reports what it holds and waits, or, to stop, stops: its slot takes
-        chunks until it is no longer owed to them."""
+        """A slot is free at ``t``. Its runner asks the queue for an item (while paused, costly
+        cases only); with none, it reports what it holds and waits, or, paused, stops: its
+        slot takes chunks until runners start again."""
         state = self.slots[slot]
         state.next_poll = None
         if state.exited:
@@ -244,13 +237,11 @@ class Model:
             if self.s.chunks:
                 self.run_chunk(t, slot, self.s.chunks.popleft())
             return
-        stopping = self.s.stopped < self.owed
-        task = self.next_item(stopping)
+        task = self.next_item(self.paused)
         if task is None:
             self.report(t, slot, ())
-            if stopping:
+            if self.paused:
                 state.exited = True
-                self.s.stopped += 1
                 state.idle = not self.s.chunks
                 if self.s.chunks:
                     self.run_chunk(t, slot, self.s.chunks.popleft())
@@ -372,9 +363,7 @@ class Model:
         self.at(t, self.chunks_queued, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
 
     def chunks_queued(self, t: float, chunks: list[_Task]) -> None:
-        split = chunks[0].split  # runners stop for its chunks once they are queued, as many as they are
-        split.owed = len(chunks)
-        self.s.owed += split.owed
+        self.s.started += 1  # runners pause once a coordinator's chunks are queued
         self.enqueue_chunks(t, chunks)
 
     def enqueue_chunks(self, t: float, chunks: list[_Task]) -> None:
@@ -408,20 +397,16 @@ class Model:
             self.enqueue_chunks(t, [_Task(BLOCK, -1, seconds=comparing / jobs, split=split) for _ in range(jobs)])
 
     def split_recorded(self, t: float, split: _Split) -> None:
-        """The coordinator's record reaches the driver; the stopped slots no longer owed to
-        chunks get new runners (idle slots first; a slot running a chunk when that chunk ends)."""
+        """The coordinator's record reaches the driver; with no coordinator left, runners start again."""
         self.driver(t, self.c.driver_per_message + self.c.driver_per_case)
         self.s.coordinators -= 1
-        self.s.owed -= split.owed
+        self.s.started -= 1
         self.s.splits_left -= 1
         self.start_coordinators(t)
-        given_back = max(0, self.s.stopped - self.owed)
-        exited = sorted((k for k, slot in enumerate(self.slots) if slot.exited), key=lambda k: not self.slots[k].idle)
-        for k in exited[:given_back]:
-            slot = self.slots[k]
-            slot.exited, slot.next_poll, slot.pause = False, None, self.c.idle_poll
-        self.s.stopped -= given_back
-        if given_back:  # idle ones find the queue's work
+        if not self.paused:  # new runners where runners stopped; idle ones find the queue's work
+            for slot in self.slots:
+                if slot.exited:
+                    slot.exited, slot.next_poll, slot.pause = False, None, self.c.idle_poll
             self.wake(t)
 
 

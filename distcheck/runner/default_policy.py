@@ -3,8 +3,8 @@ work first, small pieces at the end. It hands out, in this order:
 
 1. work resubmitted after a timeout or a lost worker (first: it was started long ago);
 2. **costly cases**, one per item, heaviest first (the longest work starts early, and a case
-   to split is found early) — also to a runner that stops to give its slot to split cases'
-   chunks: they may be split cases too, found together instead of one after another;
+   to split is found early) — also while split cases pause the runners: they may be split
+   cases too, found together instead of one after another;
 3. **groups** to list (an op in a dtype; with durations the driver puts them longest first):
    the runner that lists one runs its **share** — every runnable case that is not costly if
    they make at most ``GROUP_SHARE`` batches, else the first batch — and puts the rest back;

@@ -7,8 +7,7 @@ thread — all of them first, to sort the groups heaviest first, when the policy
 its next item (so the driver is not in the path of each task). Its
 :class:`~distcheck.runner.policy.WorkPolicy` decides the order of the work and its pieces (the
 default: :mod:`.default_policy`); the queue knows which runner holds which item, so that the
-work of a runner that dies or is stopped can be given out again, when everything is done, and
-how many runners stop to give their slots to split cases' chunks.
+work of a runner that dies or is stopped can be given out again, and when everything is done.
 """
 
 from __future__ import annotations
@@ -85,10 +84,7 @@ class WorkQueue:
         self._held: dict[int, tuple[int, Item]] = {}  # item id -> (runner, item)
         self._runners: set[int] = set()  # runners taking work
         self._taken: dict[int, list[Item]] = {}  # per runner, the items it took, in order
-        self._closed = False
-        self._owed = 0  # slots owed to split cases' queued chunks (see pause)
-        self._free: set[int] = set()  # slots of runners stopped (for chunks, or all done) or lost, not given back yet
-        self._gone: set[int] = set()  # every runner stopped or lost: its slot is counted once
+        self._closed = self._paused = False
 
     def put(self, work: list[GroupInfo | CaseInfo]) -> None:
         """Groups to list, and runnable listed cases."""
@@ -104,19 +100,14 @@ class WorkQueue:
 
     def take(self, runner: int, finished: int | None = None) -> Item | str | None:
         """The next item for ``runner`` (which has finished item ``finished``); :data:`WAIT` if
-        there is none now but runners still hold work that may add some; None when all is done,
-        or when the runner is to stop for split cases' chunks (see :meth:`pause`): then it gets
-        only what the policy hands a paused runner, and stops if that is nothing."""
+        there is none now but runners still hold work that may add some; None when all is done
+        (or while paused, when the policy has nothing for a paused runner: the runner stops)."""
         if finished is not None:
             self._held.pop(finished, None)
-        stopping = len(self._free) < self._owed
-        item = self._policy.take(stopping)
+        item = self._policy.take(self._paused)
         if item is None:
-            if stopping:
-                self._stop(runner)
-                return None
-            if self._closed and not self._held:
-                self._stop(runner)  # (work given back after a lost runner may come yet)
+            if self._paused or (self._closed and not self._held):
+                self._runners.discard(runner)
                 return None
             self._runners.add(runner)
             return WAIT
@@ -130,9 +121,8 @@ class WorkQueue:
         """``runner`` died or was stopped; the driver last heard it start item ``known`` (what it
         knew of that item is in ``batches``, to hand out again first). Returns the items the
         runner took after ``known``: their reports (even of items it finished) went down with it,
-        so the driver runs them again, carefully. Its slot is free: counted as a stopped
-        runner's (see :meth:`pause`), unless the runner had stopped already."""
-        self._stop(runner)
+        so the driver runs them again, carefully."""
+        self._runners.discard(runner)
         taken = self._taken.pop(runner, [])
         ids = [item.id for item in taken]
         unreported = taken[ids.index(known) + 1 :] if known in ids else taken
@@ -142,29 +132,11 @@ class WorkQueue:
         self.resubmit(batches)
         return unreported
 
-    def pause(self, owed: int) -> int:
-        """``owed`` slots are owed to split cases' queued chunks (0: none). Until that many
-        runners have stopped, a runner that asks for work gets only what the policy hands out
-        to paused runners (the default policy: costly cases, which may be split cases too) and
-        stops when that is nothing; the other runners take work as ever. The slot of a lost
-        runner, or of one that stopped with all done, is free as well and counts as a stopped
-        one. Returns how many free slots are not owed (``owed`` fell below them, or a runner
-        was lost or stopped since): the caller starts a new runner in each, so that runners and
-        free slots together stay one per slot, and work given back after all was done (a lost
-        runner's) finds runners."""
-        given_back = max(0, len(self._free) - owed)
-        for _ in range(given_back):
-            self._free.pop()
-        self._owed = owed
-        return given_back
-
-    def _stop(self, runner: int) -> None:
-        """``runner`` takes no more work: its slot is free (once: a runner lost after it stopped
-        was counted when it stopped)."""
-        self._runners.discard(runner)
-        if runner not in self._gone:
-            self._gone.add(runner)
-            self._free.add(runner)
+    def pause(self, paused: bool) -> None:
+        """While paused (split cases run: their chunks are cut for every worker of the cluster),
+        runners take only what the policy hands out to paused runners, and stop when it has
+        nothing (the default policy: costly cases, which may be split cases too)."""
+        self._paused = paused
 
     def idle(self) -> bool:
         """Nothing to hand out and nothing held."""

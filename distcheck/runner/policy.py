@@ -99,10 +99,8 @@ class WorkPolicy(Protocol):
         report after every case); they were started long ago."""
 
     def take(self, paused: bool) -> Item | None:
-        """The next item, or None if there is none now (more may be put). ``paused``: the
-        runner asking is one the queue stops to give its slot to split cases' queued chunks
-        (as many as the chunks need, see ``WorkQueue.pause``): what it may take all the same;
-        given None, it stops, and a new runner takes the slot once the chunks no longer need it."""
+        """The next item, or None if there is none now (more may be put). ``paused``: split
+        cases hold the cluster; a runner that gets None stops until they are done."""
 
     def pending(self) -> bool:
         """Whether work is left to hand out."""

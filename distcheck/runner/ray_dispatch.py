@@ -35,12 +35,10 @@
   comes back as ``split``, and the driver hands it at once to a *coordinator* (:mod:`.split`:
   a long-lived actor, one case at a time; a slow-mode run starts one before its first
   dispatch): on the cluster, with its own RNG state, it runs the case's check on the Ray
-  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at
-  once; once a coordinator has queued its chunks it says how many, and as many runners (at most
-  one per CPU, for all split cases together) stop as they finish their items (but for costly
-  cases, which may be split cases too), so that the chunks get CPUs while the other runners go
-  on; when a split case ends, new runners take the slots its chunks no longer need. A timed-out
-  split case's coordinator is killed, and its chunks with it.
+  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at once; once a coordinator
+  has begun one, runners stop as they finish their items (but for costly cases, which may be
+  split cases too), so that the chunks get the CPUs, and start again when no split case is
+  left. A timed-out split case's coordinator is killed, and its chunks with it.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
 - **GPUs.** For a suite on ``cuda``, every runner and careful task asks Ray for
   ``gpus_per_runner`` GPUs, as do the chunk tasks of a split case (its coordinator asks for
@@ -73,7 +71,7 @@ from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
 from distcheck.runner.policy import Item, PolicyContext, WorkPolicy
 from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.split import Chunks, coordinators
+from distcheck.runner.split import CHUNKS, coordinators
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
@@ -240,14 +238,12 @@ class _Runner:
 
 @dataclass
 class _Split:
-    """A split case: since when its coordinator runs it (None: not begun), how many
-    coordinators were lost before it began (not the case's doing: it goes to another one), and
-    how many chunk tasks its coordinator has queued (runners stop for them; 0: none yet)."""
+    """A split case: since when its coordinator runs it (None: not begun), and how many
+    coordinators were lost before it began (not the case's doing: it goes to another one)."""
 
     case: CaseInfo
     since: float | None = None
     lost: int = 0
-    chunks: int = 0
 
 
 @dataclass(frozen=True)
@@ -337,13 +333,12 @@ class _Run:
         self.waiting: collections.deque[_Split] = collections.deque()  # split cases not started yet
         self.max_splits = max(SPLITS_AT_ONCE, dispatcher.workers // 8)
         self.next_runner = 0
-        self.owed = 0  # slots owed to split cases' queued chunks, as the queue was last told
+        self.paused = False  # runners stop while split cases run
         self.losses = 0  # runners lost since the last message of any runner
 
     def loop(self) -> None:
         try:
-            for _ in range(self.d.workers):
-                self.start_runner()
+            self.top_up()
             while not self.d.stop.is_set() and (
                 self.runners or self.splits or self.waiting or not self.enumeration.over
             ):
@@ -515,13 +510,10 @@ class _Run:
         self.top_up()
 
     def top_up(self) -> None:
-        """Tell the queue how many slots split cases' chunks are owed, and start a runner in
-        each free slot it gives back: a lost runner's, a stopped runner's that the chunks no
-        longer need, or that of a runner that stopped with all done (work given back after a
-        lost runner or careful task needs runners again). So runners, and the slots held for
-        chunks, stay one per CPU."""
-        for _ in range(ray.get(self.queue.pause.remote(self.owed))):
-            self.start_runner()
+        """One runner per CPU (unless split cases have the CPUs)."""
+        if not self.paused:
+            for _ in range(self.d.workers - sum(not r.careful for r in self.runners.values())):
+                self.start_runner()
 
     def start_careful(self, item: Item) -> None:
         careful = _careful.options(runtime_env=self.env, **self.d.task_options())
@@ -531,11 +523,20 @@ class _Run:
 
     def start_split(self, case: CaseInfo) -> None:
         """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once). Once its
-        chunks are queued (see :meth:`receive_split`), as many runners stop as they finish their
-        items, so that the chunks get CPUs — except to take costly cases, which may be split
-        cases too (see ``DefaultPolicy``)."""
+        chunks are queued (see :meth:`receive_split`), runners stop as they finish their items, so that
+        the chunks (cut for every worker of the cluster) get the CPUs — except to take costly
+        cases, which may be split cases too (see ``DefaultPolicy``)."""
         self.waiting.append(_Split(case))
         self.start_waiting()
+
+    def pause(self) -> None:
+        """A coordinator's chunks are in Ray's queue: runners stop as they finish their items.
+        Not before: a coordinator rebuilds and plans its case first (seconds: its evaluations
+        are timed for the chunk sizes), and runners that stopped at once would leave the
+        cluster idle meanwhile."""
+        if not self.paused:
+            self.paused = True
+            self.queue.pause.remote(True)
 
     def start_waiting(self) -> None:
         """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
@@ -550,16 +551,11 @@ class _Run:
             self.splits[generator] = split
 
     def resume(self) -> None:
-        """Start waiting split cases, and owe the running ones' queued chunk tasks a slot each
-        (at most every CPU): runners stop for chunks newly queued, and when a split case ends
-        (a verdict, a timeout, a lost coordinator) new runners take the slots its chunks no
-        longer need. Owed from the news of queued chunks only, not from a coordinator's start:
-        it rebuilds and plans its case first (seconds: its evaluations are timed for the chunk
-        sizes), and runners that stopped at once would leave their slots idle meanwhile."""
+        """No split case left: runners again, one per CPU."""
         self.start_waiting()
-        owed = min(self.d.workers, sum(split.chunks for split in self.splits.values()))
-        if owed != self.owed:
-            self.owed = owed
+        if self.paused and not self.splits:
+            self.paused = False
+            self.queue.pause.remote(False)
             self.top_up()
 
     def receive_split(self, generator: ray.ObjectRefGenerator) -> None:
@@ -577,8 +573,8 @@ class _Run:
         if message is None:  # it has begun the case (its timeout runs from now)
             split.since = time.monotonic()
             return
-        if isinstance(message, Chunks):  # runners stop for them (see resume)
-            split.chunks = message.tasks
+        if isinstance(message, str) and message == CHUNKS:
+            self.pause()
             return
         outcome, tasks = message
         self.sink.emit(RecordBatch([to_record(split.case, outcome, tasks)]))

@@ -24,7 +24,7 @@ import gc
 import math
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import ray
 
@@ -37,13 +37,7 @@ from distcheck.runner.case_runner import run_case
 from distcheck.runner.judge import distcheck_checker
 from distcheck.suites.base import CaseId, Suite
 
-
-@dataclass(frozen=True)
-class Chunks:
-    """A coordinator's news: its case's first ``tasks`` chunk tasks are in Ray's queue (the
-    driver stops as many runners, at most one per slot, so that the chunks get slots)."""
-
-    tasks: int
+CHUNKS = "chunks"  # a coordinator's news: its first chunks are in Ray's queue (runners stop for them)
 
 
 class CountingExecutor:
@@ -52,10 +46,10 @@ class CountingExecutor:
 
     name = "ray"
 
-    def __init__(self, inner: RayExecutor, on_submit: Callable[[int], None] | None = None):
+    def __init__(self, inner: RayExecutor, on_submit: Callable[[], None] | None = None):
         self._inner = inner
         self.tasks = 0
-        self._on_submit = on_submit  # called once, with their number, once its first tasks are in Ray's queue
+        self._on_submit = on_submit  # called once its first units are in Ray's queue
 
     @property
     def policy(self):
@@ -68,9 +62,9 @@ class CountingExecutor:
     def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults:
         results = self._inner.submit(subject, units)
         self.tasks += results.tasks
-        if self._on_submit is not None and results.tasks:  # (none: the check runs in this process)
+        if self._on_submit is not None:
             self._on_submit, told = None, self._on_submit
-            told(results.tasks)
+            told()
         if getattr(results, "blocks", None) is not None:
             results.blocks = _CountedBlocks(results.blocks, self)
         return results
@@ -108,7 +102,7 @@ class Coordinator:
             self.prepared.add(suite.name)
 
     def run(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None = None):
-        """Yields ``None`` when it starts, :class:`Chunks` once its first chunks are in Ray's
+        """Yields ``None`` when it starts, :data:`CHUNKS` once its first chunks are in Ray's
         queue (not if the case ends before), then ``(outcome, tasks)``: the case checked in
         Jacobian chunks over the cluster, and how many tasks that took. ``gpus``: each chunk
         task's share of a GPU (a suite on GPUs; the coordinator itself holds none). The case
@@ -118,13 +112,7 @@ class Coordinator:
         self.prepare(suite)
         budget = replace(budget, max_bytes=math.inf)  # the case was split: the cluster's memory bounds it
         submitted = threading.Event()
-        queued: list[int] = []  # how many chunk tasks its first submission queued
-
-        def on_submit(tasks: int) -> None:
-            queued.append(tasks)
-            submitted.set()
-
-        executor = CountingExecutor(RayExecutor(gpus=gpus, block_bytes=budget.block_bytes), on_submit)
+        executor = CountingExecutor(RayExecutor(gpus=gpus, block_bytes=budget.block_bytes), submitted.set)
         ended: list = []
 
         def check() -> None:
@@ -138,8 +126,8 @@ class Coordinator:
         thread = threading.Thread(target=check, name=f"split case {case}", daemon=True)
         thread.start()
         submitted.wait()
-        if thread.is_alive() and queued:
-            yield Chunks(queued[0])
+        if thread.is_alive():
+            yield CHUNKS
         thread.join()
         (outcome,) = ended
         if isinstance(outcome, BaseException):

@@ -106,26 +106,6 @@ def test_a_split_case_over_the_block_budget_is_compared_by_block_jobs_on_the_wor
     assert whole.tasks == 2 + 2 * 64 and whole.wall > 104.0  # compared on the coordinator
 
 
-def test_a_small_split_case_stops_only_as_many_runners_as_it_has_chunks():
-    """As the dispatcher: the slots owed to a split case's queued chunks are as many as its
-    chunks; the other runners go on with the queue's work, and the stopped ones are runners
-    again once the case is recorded."""
-    small = Case(0.5, split=True, columns=500)  # 5 chunks of 0.1 s on 64 workers
-    batches = tuple(Case(0.05) for _ in range(4000))
-    model = Model(Workload("slow", (Group("g0", (small, *batches)), Group("g1", batches))), 64, Calibration())
-    most, ask = 0, model.ask
-
-    def watched(t, slot):
-        nonlocal most
-        ask(t, slot)
-        most = max(most, sum(s.exited for s in model.slots))
-
-    model.ask = watched
-    p = model.run()
-    assert most == 5 and not any(s.exited for s in model.slots)
-    assert p.work == pytest.approx(0.5 + 400.0)
-
-
 def test_a_runner_reports_per_second_of_work_not_per_item():
     """Runners take their items from the queue and report every ``report_every`` seconds (and
     when they start after being idle, and when they run out of work): 100 items of 1 s on one

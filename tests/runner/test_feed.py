@@ -116,62 +116,6 @@ def test_paused_runners_still_take_costly_cases():
     assert _name(queue.take(0)) == ["a0"]
 
 
-def test_only_as_many_runners_stop_as_slots_are_owed_to_chunks():
-    """A split case's chunks need as many slots as they are: that many runners stop, the next
-    ones that ask; the others keep taking work. When the slots are no longer owed, the queue
-    says how many stopped runners' slots to start new runners in."""
-    queue = _queue(size=1)
-    queue.put([_case("a", k) for k in range(10)])
-    assert queue.pause(2) == 0
-    assert [queue.take(0), queue.take(1)] == [None, None]
-    assert [_name(queue.take(r)) for r in (2, 3, 2)] == [["a0"], ["a1"], ["a2"]]
-    assert queue.pause(3) == 0  # another split case's chunk: one more runner stops
-    assert queue.take(3) is None and _name(queue.take(2)) == ["a3"]
-    assert queue.pause(1) == 2  # a split case ended: two of the three slots are given back
-    assert queue.pause(0) == 1 and [_name(queue.take(r)) for r in (4, 5, 6)] == [["a4"], ["a5"], ["a6"]]
-
-
-def test_a_runner_asked_to_stop_still_takes_costly_cases_and_the_next_one_stops():
-    queue = _queue(size=1)
-    queue.put([_case("a", 0), _case("a", 1), _case("b", 0, cost=5000)])
-    queue.pause(1)
-    assert _name(queue.take(0)) == ["b0"]  # costly (maybe a split case too): taken all the same
-    assert queue.take(1) is None  # the stop is still owed: the next runner to ask stops
-    assert _name(queue.take(0)) == ["a0"]
-
-
-def test_stops_not_served_when_the_slots_are_no_longer_owed_are_forgotten():
-    """More chunks than runners, or a split case that ends before its runners stopped: the
-    queue gives back only the slots of runners that stopped, and stops no runner once none is
-    owed."""
-    queue = _queue(size=1)
-    queue.put([_case("a", k) for k in range(4)])
-    queue.pause(64)  # more than there are runners: every runner that asks stops
-    assert [queue.take(0), queue.take(1)] == [None, None]
-    assert queue.pause(0) == 2
-    assert [_name(queue.take(r)) for r in (2, 3)] == [["a0"], ["a1"]]
-
-
-def test_a_lost_runner_s_slot_counts_as_a_stopped_one_once():
-    queue = _queue(size=1)
-    queue.put([_case("a", k) for k in range(4)])
-    queue.pause(2)
-    queue.lost(0, None, [])  # its slot is free: it serves one of the two stops
-    assert queue.take(1) is None and _name(queue.take(2)) == ["a0"]
-    queue.lost(1, None, [])  # lost after it stopped: its slot is counted already
-    assert queue.pause(2) == 0 and queue.pause(0) == 2
-    queue.lost(3, None, [])  # no slot owed: the caller starts a runner in its slot at once
-    assert queue.pause(0) == 1
-
-
-def test_a_runner_that_stops_with_all_done_leaves_its_slot_free_for_work_given_back():
-    queue = _queue()
-    queue.close()
-    assert [queue.take(0), queue.take(1)] == [None, None]  # all done
-    queue.resubmit([([_case("a", 0)], False)])  # a lost careful task's cases
-    assert queue.pause(0) == 2 and _name(queue.take(2)) == ["a0"]
-
-
 def test_durations_order_groups_longest_first(tmp_path):
     report = tmp_path / "report.json"
     report.write_text(

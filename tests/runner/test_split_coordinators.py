@@ -75,24 +75,9 @@ def test_a_coordinator_says_when_its_chunks_are_queued_while_its_case_waits_for_
 
     run = _coordinator(monkeypatch, waits_for_its_chunks)
     assert next(run) is None  # begun
-    assert next(run) == split.Chunks(3)  # its 3 chunk tasks are queued, the case still running
+    assert next(run) == split.CHUNKS  # its chunks are queued, the case still running
     release.set()
     assert next(run) == ("outcome", 3)
-
-
-def test_a_check_run_in_the_coordinator_s_own_process_sends_no_news(monkeypatch):
-    """No task in Ray's queue (a check the executor placed in-process): no runner stops."""
-    release = threading.Event()
-
-    def runs_in_process(suite, case, fingerprint, budget, executor):
-        executor.submit(None, [])
-        assert release.wait(30)
-        return "outcome"
-
-    run = _coordinator(monkeypatch, runs_in_process)
-    assert next(run) is None
-    threading.Timer(0.2, release.set).start()
-    assert next(run) == ("outcome", 0)
 
 
 def test_a_case_that_ends_before_any_chunk_sends_no_news_and_its_error_is_raised(monkeypatch):
