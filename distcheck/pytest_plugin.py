@@ -22,7 +22,9 @@ unless one of its options is given; loading it imports neither torch nor Ray).
   value; other code the checked functions use must be importable on the workers.
 - On Ray, a check whose estimated work is under ``--distcheck-local-below`` seconds (default:
   ``distcheck.executors.ray_settings.LOCAL_BELOW``) runs in-process, with no serialisation, and
-  so does one whose function or inputs cannot be pickled; the others are split over the cluster.
+  so does one whose function or inputs cannot be pickled, and, while no Ray runs, one whose
+  work would not pay back starting it (``ray_settings.start_threshold``); the others are split
+  over the cluster.
   Ray is imported (and a local one started) at the first check that goes there: a session
   whose checks are all small never imports it.
 - At the end, one line: how many checks ran through distcheck, how many of them in-process
@@ -57,7 +59,7 @@ _CPUS_KEY = "distcheck_ray_cpus"  # and its CPUs: a worker joins it only for a c
 _SESSION_KEY = "distcheck_ray_session"  # or the folder where a worker asks the controller to start it
 SESSION_VARIABLE = "DISTCHECK_RAY_SESSION"  # as distcheck.executors.session_ray
 CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"  # as distcheck.executors.ray_settings
-_COUNTS = ("checks", "small", "unpicklable", "on_ray", "tasks")
+_COUNTS = ("checks", "small", "startup", "unpicklable", "on_ray", "tasks")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,11 +141,13 @@ class DistcheckSession:
 
             self.threads = torch.get_num_threads()
             torch.set_num_threads(1)
+        if _is_xdist_controller(config):  # runs no test: neither counts nor imports torch (seconds of CPU)
+            if self._executor() == "ray":
+                self._start_session_ray(config)
+            return
         self._count_checks()
         if self.patch_torch:
             self._patch_torch()
-        if _is_xdist_controller(config) and self._executor() == "ray":
-            self._start_session_ray(config)
 
     def _executor(self) -> str:
         return self.executor or os.environ.get(EXECUTOR_VARIABLE, "").strip().lower() or "serial"
@@ -263,10 +267,11 @@ class DistcheckSession:
         line = f"distcheck: {total['checks']} gradient check(s) ran through distcheck ({where}){workers}"
         if where != "ray":
             return f"{line}, in {total['tasks']} task(s)"
-        local = total["small"] + total["unpicklable"]  # the rest stopped before running (refused inputs)
+        local = total["small"] + total["startup"] + total["unpicklable"]  # the rest stopped before running
         below = os.environ.get(LOCAL_BELOW_VARIABLE) or _default_local_below()
+        startup = f"{total['startup']} not worth starting Ray for, " if total["startup"] else ""
         return (
-            f"{line}: {local} in-process ({total['small']} under {below} s of estimated work, "
+            f"{line}: {local} in-process ({total['small']} under {below} s of estimated work, {startup}"
             f"{total['unpicklable']} unpicklable), {total['on_ray']} on Ray in {total['tasks']} task(s)"
         )
 
@@ -324,7 +329,7 @@ class _CountingExecutor:
         results = self.inner.submit(subject, units)
         counts = self.session.counts
         where = getattr(results, "placed", "ray" if self.name == "ray" else None)
-        if not self.placed and where in ("ray", "small", "unpicklable"):
+        if not self.placed and where in ("ray", "small", "startup", "unpicklable"):
             counts["on_ray" if where == "ray" else where] += 1
         self.placed = True
         counts["tasks"] += getattr(results, "tasks", len(units))

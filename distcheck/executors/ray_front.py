@@ -24,6 +24,7 @@ from distcheck.executors.ray_settings import (
     local_below,
     planned_workers,
     ray_connected,
+    start_threshold,
 )
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -37,7 +38,8 @@ _lock = threading.Lock()
 
 class RayFront:
     """The executor behind ``executor="ray"``: a check of estimated work under ``local_below``
-    seconds runs in-process without Ray; the others go to a
+    seconds runs in-process without Ray, and so does one that would not pay back starting Ray
+    while none runs (see :meth:`place`); the others go to a
     :class:`~distcheck.executors.ray_executor.RayExecutor` at ``address``, made (and Ray
     imported, started or joined) when the first of them comes. Every submission of a check
     goes where its first went."""
@@ -47,7 +49,7 @@ class RayFront:
     def __init__(self, address: str | None = None, local_below: float = LOCAL_BELOW):
         self.address, self.local_below = address, local_below
         self._ray: RayExecutor | None = None
-        self._small: dict[int, bool] = {}  # per live subject: placed in-process as small
+        self._placed: dict[int, str | None] = {}  # per live subject: where it runs here (None: Ray)
 
     def executor(self) -> RayExecutor:
         """The Ray executor (imports Ray)."""
@@ -72,13 +74,27 @@ class RayFront:
             return self.executor().policy
         return replace(CostModel(), workers=self.workers, block_bytes=default_block_bytes())
 
+    def place(self, subject: Subject, units: Sequence[Unit]) -> str | None:
+        """In-process: "small" (estimated work under ``local_below``), or "startup" (no Ray
+        runs yet, and the work would not pay back starting it: :func:`start_threshold`); None:
+        to the Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
+        if self.local_below <= 0:
+            return None
+        if is_small(subject, units, self.local_below):
+            return "small"
+        running = self._ray is not None or ray_connected()
+        if not running and is_small(subject, units, start_threshold(planned_workers(self.address))):
+            return "startup"
+        return None
+
     def submit(self, subject: Subject, units: Sequence[Unit]) -> LocalResults | RayResults:
         key = id(subject)
-        if key not in self._small:
-            self._small[key] = is_small(subject, units, self.local_below)
-            weakref.finalize(subject, self._small.pop, key, None)
-        if self._small[key]:
-            return LocalResults(subject, units, "small")
+        if key not in self._placed:
+            self._placed[key] = self.place(subject, units)
+            weakref.finalize(subject, self._placed.pop, key, None)
+        where = self._placed[key]
+        if where is not None:
+            return LocalResults(subject, units, where)
         return self.executor().submit(subject, units)
 
     def __repr__(self) -> str:

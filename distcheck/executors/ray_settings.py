@@ -9,6 +9,7 @@ value (registered with Ray's pickler by the Ray executor, at the first check it 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -28,6 +29,10 @@ CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"
 # for the measurement); $DISTCHECK_LOCAL_BELOW overrides it (0: every picklable check on Ray).
 LOCAL_BELOW = 1.0
 LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
+# Seconds that starting (or joining) Ray and warming its workers costs a process before its
+# first task runs (a lower bound of what docs/plugin.md measures): while no Ray runs, a check
+# goes there only if its work split over the workers wins that back (see start_threshold).
+RAY_START_SECONDS = 5.0
 BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
 DEFAULT_BLOCK_BYTES = 64 * 2**20
 
@@ -90,6 +95,16 @@ def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:
     return sum(unit_seconds(unit, subject.costs) for unit in units) < threshold
 
 
+def start_threshold(workers: int | None, start: float = RAY_START_SECONDS) -> float:
+    """Seconds of estimated work under which a check runs in-process rather than start Ray
+    for it: on a Ray that starts for it, work ``W`` takes ``start + W / P`` on ``P`` workers,
+    which beats ``W`` in-process only when ``W > start * P / (P - 1)``. ``workers``: the CPUs
+    the Ray will have (None: not known before joining it, ``start`` alone); one CPU never wins."""
+    if workers is None:
+        return start
+    return math.inf if workers <= 1 else start * workers / (workers - 1)
+
+
 def pickle_by_value(module: ModuleType) -> None:
     """Send ``module``'s functions and classes to Ray by value (a test module, which the
     workers cannot import), from the first check that goes to Ray."""
@@ -107,8 +122,8 @@ def take_by_value() -> list[ModuleType]:
 
 
 class LocalResults(SerialResults):
-    """Results of a check the Ray executor placed in this process: ``placed`` is "small" or
-    "unpicklable"; no Ray task."""
+    """Results of a check the Ray executor placed in this process: ``placed`` is "small",
+    "startup" (not worth starting Ray for) or "unpicklable"; no Ray task."""
 
     tasks = 0
 

@@ -4,6 +4,7 @@ global RNG after the check are the same either way, and torch's."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -14,8 +15,10 @@ import torch
 
 import distcheck
 from distcheck.check import plan_check
+from distcheck.executors import ray_front
 from distcheck.executors.ray_executor import LocalResults, RayExecutor, RayResults, local_below
-from distcheck.executors.ray_front import default_ray_executor
+from distcheck.executors.ray_front import RayFront, default_ray_executor
+from distcheck.executors.ray_settings import start_threshold
 from distcheck.options import CheckOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +84,25 @@ def test_torch_operators_go_to_ray_by_name(ray_cluster):
         return str(raised.value)
 
     assert message(RayExecutor()) == message("serial")
+
+
+def test_while_no_ray_runs_a_check_goes_there_only_if_its_work_pays_back_the_start(monkeypatch):
+    """On P workers, a Ray started for a check of work W ends it after start + W / P: a
+    first check goes to Ray only above start * P / (P - 1) seconds, the later ones above
+    local_below; local_below 0 still sends every check to Ray."""
+    assert (start_threshold(2, 5.0), start_threshold(5, 4.0), start_threshold(None, 5.0)) == (10.0, 5.0, 5.0)
+    assert start_threshold(1) == math.inf  # one CPU: Ray never wins
+    for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    running = [False]
+    monkeypatch.setattr(ray_front, "ray_connected", lambda: running[0])
+    front = RayFront(local_below=1e-9)  # every check is over it
+    _, plan = plan_check(torch.sin, (_x(4),), CheckOptions(), front)
+    assert front.place(plan.subject, plan.units) == "startup"  # milliseconds: not worth a start
+    running[0] = True
+    assert front.place(plan.subject, plan.units) is None  # Ray runs: to Ray
+    running[0] = False
+    assert RayFront(local_below=0.0).place(plan.subject, plan.units) is None
 
 
 def test_the_default_ray_executor_reads_its_threshold(monkeypatch):
