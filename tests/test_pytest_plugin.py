@@ -245,12 +245,25 @@ def test_with_xdist_and_ray_without_an_address_one_ray_for_the_session(pytester,
 
 
 @pytest.mark.slow
-def test_with_xdist_and_ray_a_session_of_small_checks_starts_no_ray(pytester, monkeypatch):
+def test_with_xdist_and_ray_a_session_of_small_checks_starts_no_ray(pytester, monkeypatch, tmp_path):
     """The controller starts the session's Ray when a worker first sends a check there: with
-    every check in-process, no process of the session imports Ray, and none starts one."""
+    every check in-process, no process of the session imports Ray, and none starts one. The
+    controller runs no test: it imports neither torch nor Ray (seconds of CPU beside the workers)."""
     pytest.importorskip("xdist")
     for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CONTROLLER_MODULES", str(tmp_path / "controller"))
+    pytester.makeconftest(
+        """
+        import os
+        import sys
+
+        def pytest_unconfigure(config):
+            if not hasattr(config, "workerinput"):  # the xdist controller
+                with open(os.environ["CONTROLLER_MODULES"], "w") as f:
+                    f.write(" ".join(sorted({"torch", "ray"} & set(sys.modules))))
+        """
+    )
     pytester.makepyfile(
         """
         import os
@@ -274,6 +287,7 @@ def test_with_xdist_and_ray_a_session_of_small_checks_starts_no_ray(pytester, mo
     assert "over 2 xdist workers: 2 in-process (2 under 1.0 s of estimated work, 0 unpicklable), 0 on Ray" in (
         result.stdout.str()
     )
+    assert (tmp_path / "controller").read_text() == ""
 
 
 @pytest.mark.ray
