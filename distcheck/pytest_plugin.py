@@ -114,7 +114,7 @@ class DistcheckSession:
         self.local_below: float | None = None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.xdist_workers: list[dict[str, int]] = []
-        self.cpus: int | None = None  # of the local Ray this process started for its xdist workers
+        self.cpus: int | None = None  # of the local Ray this process starts for its xdist workers on request
         self.session_ray = None  # the controller's: the local Ray it starts when a worker asks
         self.started_ray = False  # this process started the session's local Ray
         self.threads: int | None = None  # torch's intra-op threads before the session

@@ -20,7 +20,7 @@ from distcheck.executors.ray_settings import (
     LOCAL_BELOW,
     LocalResults,
     default_block_bytes,
-    is_small,
+    estimated_seconds,
     local_below,
     planned_workers,
     ray_connected,
@@ -60,8 +60,12 @@ class RayFront:
                 self._ray = RayExecutor(self.address, local_below=0.0)  # small checks are decided here
             return self._ray
 
+    def _running(self) -> bool:
+        """Ray runs for this process (its executor is made, or Ray was initialized otherwise)."""
+        return self._ray is not None or ray_connected()
+
     def _planned(self) -> int | None:
-        return None if self._ray is not None or ray_connected() else planned_workers(self.address)
+        return None if self._running() else planned_workers(self.address)
 
     @property
     def workers(self) -> int:
@@ -78,12 +82,12 @@ class RayFront:
         """In-process: "small" (estimated work under ``local_below``), or "startup" (no Ray
         runs yet, and the work would not pay back starting it: :func:`start_threshold`); None:
         to the Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
-        if self.local_below <= 0:
+        work = estimated_seconds(subject, units)
+        if self.local_below <= 0 or work is None:
             return None
-        if is_small(subject, units, self.local_below):
+        if work < self.local_below:
             return "small"
-        running = self._ray is not None or ray_connected()
-        if not running and is_small(subject, units, start_threshold(planned_workers(self.address))):
+        if not self._running() and work < start_threshold(planned_workers(self.address)):
             return "startup"
         return None
 

@@ -86,13 +86,22 @@ def planned_workers(address: str | None) -> int | None:
     return None
 
 
-def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:
+def estimated_seconds(subject: Subject, units: Sequence[Unit]) -> float | None:
     """The check's estimated work (the cost model's timings of its evaluations and backward
-    passes) is under ``threshold`` seconds: a Ray round trip and the workers' parallelism
-    cannot win it back. False when the plan measured no costs, or ``threshold`` is 0."""
-    if threshold <= 0 or subject.costs is None:
+    passes); None when the plan measured no costs."""
+    if subject.costs is None:
+        return None
+    return sum(unit_seconds(unit, subject.costs) for unit in units)
+
+
+def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:
+    """The check's estimated work is under ``threshold`` seconds: a Ray round trip and the
+    workers' parallelism cannot win it back. False when the plan measured no costs, or
+    ``threshold`` is 0."""
+    if threshold <= 0:
         return False
-    return sum(unit_seconds(unit, subject.costs) for unit in units) < threshold
+    work = estimated_seconds(subject, units)
+    return work is not None and work < threshold
 
 
 def start_threshold(workers: int | None, start: float = RAY_START_SECONDS) -> float:
