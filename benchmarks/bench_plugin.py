@@ -15,6 +15,11 @@ selections (``FILES``), ``--file PATH::KEYWORD`` adds any file (the keyword is p
 empty for the whole file). Plain pytest runs first, as the reference; each pytest runs in
 ``DIR`` with ``PYTHONPATH`` pointing at this checkout, so the plugin is this checkout's. The
 plugin's end-of-session line (where its checks ran) is printed under its row.
+
+``--repeat N`` runs every configuration N times in alternating rounds (each round starts one
+configuration later than the last, so that no configuration always follows the same one) and
+compares the medians: a file of a few seconds on a shared machine varies by more than the
+configurations differ. Every run's outcomes are compared with the first plain run's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,6 +77,7 @@ class Run:
     exit_code: int
     outcomes: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     plugin_line: str = ""
+    round: int = 0
 
 
 def pytest_command(path: str, keyword: str, config: str, junit: str, executor: str) -> list[str]:
@@ -92,9 +99,11 @@ def environment(config: str, mode: str) -> dict[str, str]:
     return env
 
 
-def run_one(folder: str, name: str, spec: tuple[str, str], mode: str, config: str, out: str, executor: str) -> Run:
+def run_one(
+    folder: str, name: str, spec: tuple[str, str], mode: str, config: str, out: str, executor: str, round_: int = 0
+) -> Run:
     path, keyword = spec
-    stem = f"{name}-{mode}-{config}".replace(" ", "").replace(",", "_")
+    stem = f"{name}-{mode}-{config}".replace(" ", "").replace(",", "_") + (f"-round{round_}" if round_ else "")
     junit, log = os.path.join(out, stem + ".xml"), os.path.join(out, stem + ".log")
     command = pytest_command(path, keyword, config, junit, executor)
     print(f"$ {shlex.join(command)}", file=sys.stderr, flush=True)
@@ -109,7 +118,7 @@ def run_one(folder: str, name: str, spec: tuple[str, str], mode: str, config: st
     # each run's figure as it ends: a long benchmark stopped later keeps what it measured
     load = os.getloadavg()[0]
     print(f"  {seconds:.1f} s, exit {code}, load {load:.2f}; {plugin_line}", file=sys.stderr, flush=True)
-    return Run(name, mode, config, shlex.join(command), seconds, code, outcomes, plugin_line)
+    return Run(name, mode, config, shlex.join(command), seconds, code, outcomes, plugin_line, round_)
 
 
 def differences(reference: Run, run: Run) -> list[str]:
@@ -137,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--configs", type=_names, default=list(CONFIG_ALIASES), help=f"of {configs} (default all)")
     p.add_argument("--modes", type=_names, default=list(MODES), help="comma-separated, of fast,slow (default both)")
     p.add_argument("--executor", default="ray", choices=("ray", "serial"), help="the plugin's executor (default ray)")
+    p.add_argument(
+        "--repeat", type=int, default=1, metavar="N", help="rounds of every configuration, alternating (default 1)"
+    )
     p.add_argument("--json", metavar="FILE", help="also write the runs and differences as JSON")
     p.add_argument("--keep", metavar="DIR", help="keep the JUnit XMLs and logs in DIR (default: a temporary folder)")
     return p
@@ -162,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in args.configs if c not in CONFIG_ALIASES] + [m for m in args.modes if m not in MODES]
     if unknown:
         p.error(f"unknown configs or modes: {unknown}")
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1 (got {args.repeat})")
     chosen = selections(args, p.error)
     configs = ["plain"] + [CONFIG_ALIASES[c] for c in args.configs if c != "plain"]  # plain: the reference
     folder = str(Path(args.pytorch_tests).resolve())
@@ -173,15 +187,20 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(out, exist_ok=True)
         for name, spec in chosen.items():
             for mode in args.modes:
-                group = [run_one(folder, name, spec, mode, config, out, args.executor) for config in configs]
-                loads.append(os.getloadavg()[0])
+                group = []
+                for round_ in range(args.repeat):
+                    order = configs[round_ % len(configs) :] + configs[: round_ % len(configs)]
+                    group += [run_one(folder, name, spec, mode, c, out, args.executor, round_) for c in order]
+                    loads.append(os.getloadavg()[0])
                 runs += group
-                found += [f"{name} {mode} {d}" for run in group for d in differences(group[0], run)]
+                reference = group[0]  # the first round starts with plain pytest
+                found += [f"{name} {mode} {d}" for run in group for d in differences(reference, run)]
     print(report_text(runs, found, loads))
     if args.json:
         with open(args.json, "w") as f:
             rows = [{**asdict(r), "outcomes": _tally(r), "tests": len(r.outcomes)} for r in runs]
-            json.dump({"runs": rows, "load": loads, "differences": found}, f, indent=1)
+            middle = [{"file": k[0], "mode": k[1], "config": k[2], "seconds": v} for k, v in medians(runs).items()]
+            json.dump({"runs": rows, "medians": middle, "load": loads, "differences": found}, f, indent=1)
     return 1 if found else 0
 
 
@@ -193,14 +212,33 @@ def _tally(run: Run) -> dict[str, int]:
     return tally
 
 
+def medians(runs: list[Run]) -> dict[tuple[str, str, str], float]:
+    """The median wall time of each (file, mode, configuration) over its rounds."""
+    times: dict[tuple[str, str, str], list[float]] = {}
+    for r in runs:
+        times.setdefault((r.file, r.mode, r.config), []).append(r.seconds)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
 def report_text(runs: list[Run], found: list[str], loads: list[float]) -> str:
     lines = [f"pytest plugin benchmark; 1-min load average {', '.join(f'{x:.2f}' for x in loads)}"]
-    lines.append(f"  {'file':<12} {'mode':<5} {'configuration':<15} {'wall s':>8} {'speed-up':>9}  outcomes")
-    plain = {(r.file, r.mode): r.seconds for r in runs if r.config == "plain"}
+    rounds = max((r.round for r in runs), default=0) + 1
+    wall = "wall s" if rounds == 1 else f"median of {rounds}"
+    lines.append(f"  {'file':<12} {'mode':<5} {'configuration':<15} {wall:>8} {'speed-up':>9}  outcomes")
+    middle = medians(runs)
+    shown: set[tuple[str, str, str]] = set()
     for r in runs:
-        ratio = plain[(r.file, r.mode)] / r.seconds if r.seconds else 0.0
+        key = (r.file, r.mode, r.config)
+        if key in shown:
+            continue
+        shown.add(key)
+        seconds, plain = middle[key], middle[(r.file, r.mode, "plain")]
+        ratio = plain / seconds if seconds else 0.0
         tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(_tally(r).items()))
-        lines.append(f"  {r.file:<12} {r.mode:<5} {r.config:<15} {r.seconds:8.1f} {ratio:8.2f}x  {tally}")
+        lines.append(f"  {r.file:<12} {r.mode:<5} {r.config:<15} {seconds:8.1f} {ratio:8.2f}x  {tally}")
+        if rounds > 1:
+            each = [f"{x.seconds:.1f}" for x in runs if (x.file, x.mode, x.config) == key]
+            lines.append(f"      rounds: {', '.join(each)} s")
         if r.plugin_line:
             lines.append(f"      {r.plugin_line}")
     lines += [f"  DIFFERENT {d}" for d in found]

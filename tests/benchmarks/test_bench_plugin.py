@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.bench_plugin import Run, differences, main, pytest_command
 
 TINY = """
@@ -66,3 +68,26 @@ def test_the_commands():
     command = pytest_command("a.py", "grad", "plugin -n 2", "r.xml", "ray")
     assert command[-8:] == ["a.py", "-k", "grad", "-n", "2", "--distcheck-torch", "--distcheck-executor", "ray"]
     assert "-n" not in pytest_command("a.py", "", "plain", "r.xml", "ray")
+
+
+def test_rounds_alternate_and_medians_are_compared(tmp_path, capsys):
+    (tmp_path / "test_tiny.py").write_text(TINY)
+    figures = tmp_path / "figures.json"
+    argv = ["--pytorch-tests", str(tmp_path), "--file", "test_tiny.py::sin", "--configs", "plain,plugin"]
+    argv += ["--modes", "fast", "--executor", "serial", "--repeat", "2", "--json", str(figures)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "median of 2" in out and out.count("rounds: ") == 2
+    data = json.loads(figures.read_text())
+    # the second round starts one configuration later: plugin, then plain
+    order = [(r["config"], r["round"]) for r in data["runs"]]
+    assert order == [("plain", 0), ("plugin", 0), ("plugin", 1), ("plain", 1)]
+    plain = sorted(r["seconds"] for r in data["runs"] if r["config"] == "plain")
+    (median,) = [m["seconds"] for m in data["medians"] if m["config"] == "plain"]
+    assert median == sum(plain) / 2
+
+
+def test_repeat_must_be_positive(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--pytorch-tests", str(tmp_path), "--file", "x.py", "--repeat", "0"])
+    assert "--repeat must be at least 1" in capsys.readouterr().err
