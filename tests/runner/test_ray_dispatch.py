@@ -201,7 +201,10 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     suite = FakeSuite("slow", ops=("drag", "sin"))
     info = lambda op: CaseInfo(CaseId("fake", op, "float64", "grad", 0), RUN, "", f"fp-{op}")  # noqa: E731
     queue = _FakeQueue(ray_cluster, [Item(0, cases=(info("drag"),)), Item(1, cases=(info("sin"),))])
-    runner = _runner._function(0, queue, suite, Budget(2**30, split_seconds=0.01), 600.0, Selection())
+    # drag's estimate is tens of seconds (its evaluations sleep 0.2 s), sin's well under a
+    # millisecond: a threshold of 1 s splits the one and never the other, however loaded the
+    # machine (at 0.01 s, one slow first evaluation of sin split it too)
+    runner = _runner._function(0, queue, suite, Budget(2**30, split_seconds=1.0), 600.0, Selection())
     reports = []
     for events in runner:
         reports.append((queue.taken, [event[0] for event in events]))
