@@ -212,12 +212,17 @@ def _tally(run: Run) -> dict[str, int]:
     return tally
 
 
+def rounds_of(runs: list[Run]) -> dict[tuple[str, str, str], list[Run]]:
+    """Each (file, mode, configuration)'s runs, in round order (keys in order of first run)."""
+    grouped: dict[tuple[str, str, str], list[Run]] = {}
+    for r in runs:
+        grouped.setdefault((r.file, r.mode, r.config), []).append(r)
+    return grouped
+
+
 def medians(runs: list[Run]) -> dict[tuple[str, str, str], float]:
     """The median wall time of each (file, mode, configuration) over its rounds."""
-    times: dict[tuple[str, str, str], list[float]] = {}
-    for r in runs:
-        times.setdefault((r.file, r.mode, r.config), []).append(r.seconds)
-    return {key: statistics.median(values) for key, values in times.items()}
+    return {key: statistics.median(r.seconds for r in group) for key, group in rounds_of(runs).items()}
 
 
 def report_text(runs: list[Run], found: list[str], loads: list[float]) -> str:
@@ -226,19 +231,14 @@ def report_text(runs: list[Run], found: list[str], loads: list[float]) -> str:
     wall = "wall s" if rounds == 1 else f"median of {rounds}"
     lines.append(f"  {'file':<12} {'mode':<5} {'configuration':<15} {wall:>8} {'speed-up':>9}  outcomes")
     middle = medians(runs)
-    shown: set[tuple[str, str, str]] = set()
-    for r in runs:
-        key = (r.file, r.mode, r.config)
-        if key in shown:
-            continue
-        shown.add(key)
+    for key, group in rounds_of(runs).items():
+        r = group[0]
         seconds, plain = middle[key], middle[(r.file, r.mode, "plain")]
         ratio = plain / seconds if seconds else 0.0
         tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(_tally(r).items()))
         lines.append(f"  {r.file:<12} {r.mode:<5} {r.config:<15} {seconds:8.1f} {ratio:8.2f}x  {tally}")
         if rounds > 1:
-            each = [f"{x.seconds:.1f}" for x in runs if (x.file, x.mode, x.config) == key]
-            lines.append(f"      rounds: {', '.join(each)} s")
+            lines.append(f"      rounds: {', '.join(f'{x.seconds:.1f}' for x in group)} s")
         if r.plugin_line:
             lines.append(f"      {r.plugin_line}")
     lines += [f"  DIFFERENT {d}" for d in found]

@@ -82,8 +82,10 @@ class RayFront:
         """In-process: "small" (estimated work under ``local_below``), or "startup" (no Ray
         runs yet, and the work would not pay back starting it: :func:`start_threshold`); None:
         to the Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
+        if self.local_below <= 0:
+            return None
         work = estimated_seconds(subject, units)
-        if self.local_below <= 0 or work is None:
+        if work is None:
             return None
         if work < self.local_below:
             return "small"
