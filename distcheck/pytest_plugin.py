@@ -22,9 +22,9 @@ unless one of its options is given; loading it imports neither torch nor Ray).
   value; other code the checked functions use must be importable on the workers.
 - On Ray, a check whose estimated work is under ``--distcheck-local-below`` seconds (default:
   ``distcheck.executors.ray_settings.LOCAL_BELOW``) runs in-process, with no serialisation, and
-  so does one whose function or inputs cannot be pickled, and, while no Ray runs, one whose
-  work would not pay back starting it (``ray_settings.start_threshold``); the others are split
-  over the cluster.
+  so does one whose function or inputs cannot be pickled, and, while no Ray runs, every check
+  until what Ray would have saved on them reaches what starting it costs
+  (``RayFront.place``); the others are split over the cluster.
   Ray is imported (and a local one started) at the first check that goes there: a session
   whose checks are all small never imports it.
 - At the end, one line: how many checks ran through distcheck, how many of them in-process
@@ -269,7 +269,7 @@ class DistcheckSession:
             return f"{line}, in {total['tasks']} task(s)"
         local = total["small"] + total["startup"] + total["unpicklable"]  # the rest stopped before running
         below = os.environ.get(LOCAL_BELOW_VARIABLE) or _default_local_below()
-        startup = f"{total['startup']} not worth starting Ray for, " if total["startup"] else ""
+        startup = f"{total['startup']} before starting Ray paid off, " if total["startup"] else ""
         return (
             f"{line}: {local} in-process ({total['small']} under {below} s of estimated work, {startup}"
             f"{total['unpicklable']} unpicklable), {total['on_ray']} on Ray in {total['tasks']} task(s)"

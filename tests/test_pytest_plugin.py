@@ -84,7 +84,7 @@ def _placed(result) -> tuple[int, int, int, int]:
     """From a Ray session's line: in-process checks (small, unpicklable), checks on Ray."""
     (line,) = [line for line in result.outlines if line.startswith("distcheck: ")]
     found = re.search(
-        r": (\d+) in-process \((\d+) under [\d.e-]+ s of estimated work, (?:\d+ not worth starting Ray for, )?"
+        r": (\d+) in-process \((\d+) under [\d.e-]+ s of estimated work, (?:\d+ before starting Ray paid off, )?"
         r"(\d+) unpicklable\), (\d+) on Ray",
         line,
     )

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 from distcheck.executors.ray_settings import (
     ADDRESS_VARIABLE,
     LOCAL_BELOW,
+    RAY_START_SECONDS,
     LocalResults,
     default_block_bytes,
     estimated_seconds,
     local_below,
     planned_workers,
     ray_connected,
-    start_threshold,
+    ray_saving,
 )
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -38,16 +39,17 @@ _lock = threading.Lock()
 
 class RayFront:
     """The executor behind ``executor="ray"``: a check of estimated work under ``local_below``
-    seconds runs in-process without Ray, and so does one that would not pay back starting Ray
-    while none runs (see :meth:`place`); the others go to a
+    seconds runs in-process without Ray, and so do, while none runs, the checks before starting
+    Ray pays off (see :meth:`place`); the others go to a
     :class:`~distcheck.executors.ray_executor.RayExecutor` at ``address``, made (and Ray
     imported, started or joined) when the first of them comes. Every submission of a check
     goes where its first went."""
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, local_below: float = LOCAL_BELOW):
-        self.address, self.local_below = address, local_below
+    def __init__(self, address: str | None = None, local_below: float = LOCAL_BELOW, start: float = RAY_START_SECONDS):
+        self.address, self.local_below, self.start = address, local_below, start
+        self.forgone = 0.0  # seconds a running Ray would have saved on the checks kept here for want of it
         self._ray: RayExecutor | None = None
         self._placed: dict[int, str | None] = {}  # per live subject: where it runs here (None: Ray)
 
@@ -79,9 +81,13 @@ class RayFront:
         return replace(CostModel(), workers=self.workers, block_bytes=default_block_bytes())
 
     def place(self, subject: Subject, units: Sequence[Unit]) -> str | None:
-        """In-process: "small" (estimated work under ``local_below``), or "startup" (no Ray
-        runs yet, and the work would not pay back starting it: :func:`start_threshold`); None:
-        to the Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
+        """In-process: "small" (estimated work under ``local_below``), or "startup": no Ray runs
+        yet, and what one would save on the checks kept here for want of it, this one included
+        (:func:`ray_saving`), is still under what starting it costs (``start``). Once that sum
+        reaches the cost, Ray starts for this check: as one rents skis until the rent paid
+        would buy them, never paying more than twice the best choice made knowing the checks
+        to come (a single check whose saving exceeds the cost starts it at once). None: to the
+        Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
         if self.local_below <= 0:
             return None
         work = estimated_seconds(subject, units)
@@ -89,8 +95,12 @@ class RayFront:
             return None
         if work < self.local_below:
             return "small"
-        if not self._running() and work < start_threshold(planned_workers(self.address)):
-            return "startup"
+        if not self._running():
+            saving = ray_saving(work, planned_workers(self.address))
+            with _lock:
+                if self.forgone + saving < self.start:
+                    self.forgone += saving
+                    return "startup"
         return None
 
     def submit(self, subject: Subject, units: Sequence[Unit]) -> LocalResults | RayResults:

@@ -9,7 +9,6 @@ value (registered with Ray's pickler by the Ray executor, at the first check it 
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
@@ -30,8 +29,9 @@ CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"
 LOCAL_BELOW = 1.0
 LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
 # Seconds that starting (or joining) Ray and warming its workers costs a process before its
-# first task runs (a lower bound of what docs/plugin.md measures): while no Ray runs, a check
-# goes there only if its work split over the workers wins that back (see start_threshold).
+# first task runs (a lower bound of what docs/plugin.md measures): while no Ray runs, checks stay
+# in-process until what Ray would have saved on them, the current one included, reaches it
+# (see RayFront.place and ray_saving).
 RAY_START_SECONDS = 5.0
 BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
 DEFAULT_BLOCK_BYTES = 64 * 2**20
@@ -104,14 +104,15 @@ def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:
     return work is not None and work < threshold
 
 
-def start_threshold(workers: int | None, start: float = RAY_START_SECONDS) -> float:
-    """Seconds of estimated work under which a check runs in-process rather than start Ray
-    for it: on a Ray that starts for it, work ``W`` takes ``start + W / P`` on ``P`` workers,
-    which beats ``W`` in-process only when ``W > start * P / (P - 1)``. ``workers``: the CPUs
-    the Ray will have (None: not known before joining it, ``start`` alone); one CPU never wins."""
+def ray_saving(work: float, workers: int | None) -> float:
+    """Seconds a running Ray of ``workers`` CPUs would save on a check of estimated work
+    ``work`` run in-process: it ends it after ``W / P`` instead of ``W``, a saving of
+    ``W - W / P`` (None: not known before joining it, taken as many CPUs: ``W``; one CPU:
+    nothing). One check alone pays back a start of ``S`` seconds when its saving exceeds it,
+    i.e. above ``W = S * P / (P - 1)``: 10 s on 2 CPUs with ``S`` = 5 s."""
     if workers is None:
-        return start
-    return math.inf if workers <= 1 else start * workers / (workers - 1)
+        return work
+    return 0.0 if workers <= 1 else work * (workers - 1) / workers
 
 
 def pickle_by_value(module: ModuleType) -> None:
@@ -132,7 +133,7 @@ def take_by_value() -> list[ModuleType]:
 
 class LocalResults(SerialResults):
     """Results of a check the Ray executor placed in this process: ``placed`` is "small",
-    "startup" (not worth starting Ray for) or "unpicklable"; no Ray task."""
+    "startup" (before starting Ray paid off) or "unpicklable"; no Ray task."""
 
     tasks = 0
 

@@ -4,7 +4,6 @@ global RNG after the check are the same either way, and torch's."""
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from distcheck.check import plan_check
 from distcheck.executors import ray_front
 from distcheck.executors.ray_executor import LocalResults, RayExecutor, RayResults, local_below
 from distcheck.executors.ray_front import RayFront, default_ray_executor
-from distcheck.executors.ray_settings import start_threshold
+from distcheck.executors.ray_settings import ray_saving
 from distcheck.options import CheckOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,22 +85,41 @@ def test_torch_operators_go_to_ray_by_name(ray_cluster):
     assert message(RayExecutor()) == message("serial")
 
 
-def test_while_no_ray_runs_a_check_goes_there_only_if_its_work_pays_back_the_start(monkeypatch):
-    """On P workers, a Ray started for a check of work W ends it after start + W / P: a
-    first check goes to Ray only above start * P / (P - 1) seconds, the later ones above
-    local_below; local_below 0 still sends every check to Ray."""
-    assert (start_threshold(2, 5.0), start_threshold(5, 4.0), start_threshold(None, 5.0)) == (10.0, 5.0, 5.0)
-    assert start_threshold(1) == math.inf  # one CPU: Ray never wins
+def test_while_no_ray_runs_checks_stay_in_process_until_what_ray_would_save_pays_its_start(monkeypatch):
+    """On P workers a running Ray ends a check of work W after W / P: it saves W (P - 1) / P.
+    Checks stay in-process while the savings forgone on them, the current one's included,
+    are under the start's cost; the check that brings them to it goes to Ray (one large
+    enough alone goes at once); once Ray runs, every check over local_below goes there;
+    local_below 0 still sends every check to Ray."""
+    assert (ray_saving(4.0, 2), ray_saving(8.0, 4), ray_saving(3.0, None)) == (2.0, 6.0, 3.0)
+    assert ray_saving(100.0, 1) == 0.0  # one CPU: Ray never wins
     for name in ("DISTCHECK_RAY_ADDRESS", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("distcheck.executors.ray_settings.local_cpus", lambda: 2)
     running = [False]
     monkeypatch.setattr(ray_front, "ray_connected", lambda: running[0])
-    front = RayFront(local_below=1e-9)  # every check is over it
-    _, plan = plan_check(torch.sin, (_x(4),), CheckOptions(), front)
-    assert front.place(plan.subject, plan.units) == "startup"  # milliseconds: not worth a start
+    _, plan = plan_check(torch.sin, (_x(4),), CheckOptions(), RayFront())
+    work = [4.0]
+    monkeypatch.setattr(ray_front, "estimated_seconds", lambda subject, units: work[0])
+
+    front = RayFront(local_below=1.0, start=5.0)
+    places = [front.place(plan.subject, plan.units) for _ in range(3)]
+    assert places == ["startup", "startup", None]  # saved 2 s, 4 s; the third brings it to 6 s
+    assert front.forgone == 4.0
     running[0] = True
     assert front.place(plan.subject, plan.units) is None  # Ray runs: to Ray
+    work[0] = 0.5
+    assert front.place(plan.subject, plan.units) == "small"
     running[0] = False
+    work[0] = 12.0  # saves 6 s alone: Ray at once
+    assert RayFront(local_below=1.0, start=5.0).place(plan.subject, plan.units) is None
+    work[0] = 0.5  # small checks never count towards a start
+    small = RayFront(local_below=1.0, start=5.0)
+    assert [small.place(plan.subject, plan.units) for _ in range(50)] == ["small"] * 50 and small.forgone == 0
+    work[0] = 4.0
+    monkeypatch.setattr("distcheck.executors.ray_settings.local_cpus", lambda: 1)
+    alone = RayFront(local_below=1.0, start=5.0)
+    assert [alone.place(plan.subject, plan.units) for _ in range(20)] == ["startup"] * 20  # one CPU: never
     assert RayFront(local_below=0.0).place(plan.subject, plan.units) is None
 
 
