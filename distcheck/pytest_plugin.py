@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import time
 
 import pytest
 
@@ -59,7 +60,7 @@ _CPUS_KEY = "distcheck_ray_cpus"  # and its CPUs: a worker joins it only for a c
 _SESSION_KEY = "distcheck_ray_session"  # or the folder where a worker asks the controller to start it
 SESSION_VARIABLE = "DISTCHECK_RAY_SESSION"  # as distcheck.executors.session_ray
 CPUS_VARIABLE = "DISTCHECK_RAY_CPUS"  # as distcheck.executors.ray_settings
-_COUNTS = ("checks", "small", "startup", "unpicklable", "on_ray", "tasks")
+_COUNTS = ("checks", "small", "startup", "unpicklable", "on_ray", "tasks", "local_seconds", "ray_seconds")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -113,7 +114,8 @@ class DistcheckSession:
         self.patched: list[tuple[object, str, object]] = []  # (owner, attribute, original)
         self.local_below: float | None = None
         self.counts = dict.fromkeys(_COUNTS, 0)
-        self.xdist_workers: list[dict[str, int]] = []
+        self.where: str | None = None  # where the check being timed ran (its first submission decides)
+        self.xdist_workers: list[dict[str, float]] = []
         self.cpus: int | None = None  # of the local Ray this process starts for its xdist workers on request
         self.session_ray = None  # the controller's: the local Ray it starts when a worker asks
         self.started_ray = False  # this process started the session's local Ray
@@ -227,8 +229,24 @@ class DistcheckSession:
 
         module = importlib.import_module("torch.autograd.gradcheck")  # the module, not the function
         for owner in (torch.autograd, module):
-            self._set(owner, "gradcheck", _in_place_of(owner.gradcheck, distcheck.gradcheck))
-            self._set(owner, "gradgradcheck", _in_place_of(owner.gradgradcheck, distcheck.gradgradcheck))
+            self._set(owner, "gradcheck", _in_place_of(owner.gradcheck, self._timed(distcheck.gradcheck)))
+            self._set(owner, "gradgradcheck", _in_place_of(owner.gradgradcheck, self._timed(distcheck.gradgradcheck)))
+
+    def _timed(self, check):
+        """``check``, its wall time added to the time of the checks that ran where it ran (on Ray
+        if its check went there, else in-process), for the session's line."""
+
+        @functools.wraps(check)
+        def timed(*args, **kwargs):
+            self.where = None
+            start = time.perf_counter()
+            try:
+                return check(*args, **kwargs)
+            finally:
+                key = "ray_seconds" if self.where == "ray" else "local_seconds"
+                self.counts[key] += time.perf_counter() - start
+
+        return timed
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """On Ray, functions and autograd Functions defined in test modules travel by value:
@@ -266,13 +284,14 @@ class DistcheckSession:
         workers = f" over {len(self.xdist_workers)} xdist workers" if self.xdist_workers else ""
         line = f"distcheck: {total['checks']} gradient check(s) ran through distcheck ({where}){workers}"
         if where != "ray":
-            return f"{line}, in {total['tasks']} task(s)"
+            return f"{line}, in {total['tasks']} task(s); their time: {total['local_seconds']:.1f} s"
         local = total["small"] + total["startup"] + total["unpicklable"]  # the rest stopped before running
         below = os.environ.get(LOCAL_BELOW_VARIABLE) or _default_local_below()
         startup = f"{total['startup']} before starting Ray paid off, " if total["startup"] else ""
         return (
             f"{line}: {local} in-process ({total['small']} under {below} s of estimated work, {startup}"
-            f"{total['unpicklable']} unpicklable), {total['on_ray']} on Ray in {total['tasks']} task(s)"
+            f"{total['unpicklable']} unpicklable), {total['on_ray']} on Ray in {total['tasks']} task(s); "
+            f"their time: {total['local_seconds']:.1f} s in-process, {total['ray_seconds']:.1f} s on Ray"
         )
 
     @pytest.hookimpl(trylast=True)
@@ -331,6 +350,7 @@ class _CountingExecutor:
         where = getattr(results, "placed", "ray" if self.name == "ray" else None)
         if not self.placed and where in ("ray", "small", "startup", "unpicklable"):
             counts["on_ray" if where == "ray" else where] += 1
+            self.session.where = where
         self.placed = True
         counts["tasks"] += getattr(results, "tasks", len(units))
         return results

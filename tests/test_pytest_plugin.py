@@ -74,7 +74,8 @@ def _summary(result) -> tuple[str, int, int]:
     lines = [line for line in result.outlines if line.startswith("distcheck: ")]
     assert len(lines) == 1, result.outlines
     found = re.fullmatch(
-        r"distcheck: (\d+) gradient check\(s\) ran through distcheck \((\w+)\).* (\d+) task\(s\)", lines[0]
+        r"distcheck: (\d+) gradient check\(s\) ran through distcheck \((\w+)\).* (\d+) task\(s\); their time: .*",
+        lines[0],
     )
     assert found, lines[0]
     return found.group(2), int(found.group(1)), int(found.group(3))
@@ -90,6 +91,35 @@ def _placed(result) -> tuple[int, int, int, int]:
     )
     assert found, line
     return tuple(map(int, found.groups()))
+
+
+def _times(result) -> tuple[float, ...]:
+    """From the session's line: the replaced torch checks' seconds (in-process, then on Ray)."""
+    (line,) = [line for line in result.outlines if line.startswith("distcheck: ")]
+    found = re.search(r"; their time: ([\d.]+) s(?: in-process, ([\d.]+) s on Ray)?$", line)
+    assert found, line
+    return tuple(float(g) for g in found.groups() if g is not None)
+
+
+def test_the_line_gives_the_time_torchs_checks_took(pytester):
+    pytester.makepyfile(
+        """
+        import time
+        import torch
+
+        def slow_sin(x):
+            time.sleep(0.05)
+            return x.sin()
+
+        def test_slow():
+            x = torch.randn(2, dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(slow_sin, (x,))  # 4 evaluations or more, 0.05 s each
+        """
+    )
+    result = _run(pytester, "--distcheck-torch")
+    result.assert_outcomes(passed=1)
+    (seconds,) = _times(result)
+    assert seconds >= 0.2
 
 
 def test_inert_unless_asked(pytester):
@@ -343,6 +373,8 @@ def test_on_ray():
     # no threshold: every check that reaches the executor goes to Ray (the refused one does not)
     placed = _placed(result)
     assert placed[:3] == (0, 0, 0) and placed[3] >= 5
+    in_process, on_ray = _times(result)
+    assert on_ray > 0 and in_process < on_ray  # in-process: the refused check alone
 
 
 UNPICKLABLE = """

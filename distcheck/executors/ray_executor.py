@@ -60,6 +60,7 @@ from distcheck.executors.ray_settings import (
     local_cpus,
     planned_workers,
     resolve_address,
+    settled_below,
     take_by_value,
 )
 from distcheck.executors.session_ray import request_address, session_folder
@@ -431,7 +432,12 @@ class RayExecutor:
     @property
     def policy(self) -> ChunkPolicy:
         if isinstance(self._policy, CostModel):
-            return replace(self._policy, workers=self.workers, block_bytes=self.block_bytes)
+            return replace(
+                self._policy,
+                workers=self.workers,
+                block_bytes=self.block_bytes,
+                settled_below=settled_below(self._policy, self.local_below),
+            )
         return self._policy
 
     def place(self, subject: Subject, units: Sequence[Unit]) -> str:

@@ -26,6 +26,7 @@ from distcheck.executors.ray_settings import (
     planned_workers,
     ray_connected,
     ray_saving,
+    settled_below,
 )
 from distcheck.plan.cost_model import CostModel
 from distcheck.plan.subject import Subject
@@ -78,7 +79,13 @@ class RayFront:
     def policy(self) -> CostModel:
         if self._planned() is None:
             return self.executor().policy
-        return replace(CostModel(), workers=self.workers, block_bytes=default_block_bytes())
+        model = CostModel()
+        return replace(
+            model,
+            workers=self.workers,
+            block_bytes=default_block_bytes(),
+            settled_below=settled_below(model, self.local_below),
+        )
 
     def place(self, subject: Subject, units: Sequence[Unit]) -> str | None:
         """In-process: "small" (estimated work under ``local_below``), or "startup": no Ray runs

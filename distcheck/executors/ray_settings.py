@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from distcheck.executors.serial import SerialResults
-from distcheck.plan.cost_model import unit_seconds
+from distcheck.plan.cost_model import CostModel, unit_seconds
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
 
@@ -102,6 +102,14 @@ def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:
         return False
     work = estimated_seconds(subject, units)
     return work is not None and work < threshold
+
+
+def settled_below(model: CostModel, local_below: float) -> float:
+    """The work under which one timing of each call plans a check as well as the best of three
+    (:attr:`CostModel.settled_below`): under ``min_task`` it is one task whatever the timings,
+    and under ``local_below`` it runs in-process; the best timings are no longer than the
+    first, so they could only confirm both."""
+    return min(model.min_task, local_below) if local_below > 0 else model.min_task
 
 
 def ray_saving(work: float, workers: int | None) -> float:

@@ -43,6 +43,11 @@ class CostModel:
     max_task: float = 10.0  # seconds
     tasks_per_worker: int = 2
     block_bytes: float = math.inf  # a unit's result holds at most half of it (the block budget)
+    # seconds: a check whose work, estimated from one timing of each call, is under it keeps the
+    # plan made with that estimate; above it, the calls are timed again (best of up to three, the
+    # first timing among them) and the check planned anew. An executor sets it where the
+    # estimate cannot change the plan's decisions (0: always timed again).
+    settled_below: float = 0.0
 
     needs_costs = True
 
@@ -97,15 +102,16 @@ class CostModel:
         return [groups[task] for task in order]
 
 
-def best_time(call: Callable[[], Any], limits: Sequence[float] = (math.inf, 0.1, 0.0)) -> float:
+def best_time(call: Callable[[], Any], limits: Sequence[float] = (math.inf, 0.1, 0.0), best: float = math.inf) -> float:
     """The shortest of up to ``len(limits)`` timings of ``call``: a single timing can be
     inflated many times over by another process, or by a first call's one-off start-up costs.
     Timing stops once the best so far exceeds the limit of that round: by default every call is
     timed twice (a first call's one-off cost, such as torch's first backward pass in a process,
     timed once would make the check's plan hundreds of tiny tasks), a third time if both took under
     0.1 s — a check makes thousands of such calls, so measuring stays cheap next to it;
-    ``limits=(math.inf,) * n`` times it ``n`` times."""
-    best = math.inf
+    ``limits=(math.inf,) * n`` times it ``n`` times. ``best``: a timing taken before, counted as
+    the first round's: ``best_time(call, limits[1:], best=first)`` times as ``best_time(call,
+    limits)`` would have after a first timing of ``first`` (not over ``limits[0]``)."""
     for limit in limits:
         start = time.perf_counter()
         call()

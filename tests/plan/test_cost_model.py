@@ -35,3 +35,17 @@ def test_warm_up_takes_torchs_first_grad_cost():
     )
     added = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert added.strip() == "0"
+
+
+def test_a_first_timing_taken_before_counts_as_the_first_round():
+    """Continuing from one timing times as the default rounds would have: a second timing
+    always, a third only while the best is under 0.1 s."""
+    for first, durations, rounds in ((0.5, [0.3, 0.001], 1), (0.05, [0.3, 0.001], 2), (0.5, [0.01, 0.3], 2)):
+        calls = []
+
+        def call(durations=durations, calls=calls):
+            time.sleep(durations[len(calls)])
+            calls.append(None)
+
+        best = best_time(call, (0.1, 0.0), best=first)
+        assert len(calls) == rounds and best <= first

@@ -9,6 +9,7 @@ from distcheck.check import plan_check
 from distcheck.executors.serial import SerialExecutor
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import Whole, Workload, even_ranges
+from distcheck.plan.cost_model import CostModel
 from distcheck.plan.stages import Auxiliary, JacobianComparison, ZeroNumericalJacobian
 from distcheck.plan.units import AnalyticalRows, NumericalColumns
 from distcheck.reduce.reducer import assembled_jacobians
@@ -189,3 +190,37 @@ def test_batched_checks_come_after_the_jacobians():
         "zero_grad_output",
         "undefined_grad",
     ]
+
+
+class _Timed:
+    """An executor stub whose policy sizes work in seconds, settling plans under ``below``."""
+
+    def __init__(self, below: float):
+        self.policy = CostModel(workers=2, settled_below=below)
+
+
+@pytest.mark.parametrize("below", [1e9, 0.0])
+def test_a_check_is_planned_again_with_its_best_timings_unless_one_timing_settles_it(below):
+    """One timing of each call plans a check whose work so estimated is under the policy's
+    ``settled_below``; above it, the calls are timed again and the check planned anew, drawing
+    its batched checks' random vectors again from the same RNG state: the same plan data and
+    the same global RNG after it as a check planned once."""
+    calls = []
+
+    def func(x):
+        calls.append(None)
+        return x.sin()
+
+    options = CheckOptions(check_batched_grad=True)
+    torch.manual_seed(3)
+    _, once = plan_check(torch.sin, (_x(3),), options, _Timed(1e9))
+    after_once = torch.get_rng_state()
+    torch.manual_seed(3)
+    _, plan = plan_check(func, (_x(3),), options, _Timed(below))
+    assert torch.equal(torch.get_rng_state(), after_once)
+    data, again = once.subject.data, plan.subject.data
+    assert data.keys() == again.keys() and any("batched" in k for k in data)
+    assert all(np.array_equal(data[k], again[k]) for k in data)
+    assert once.subject.costs is not None and plan.subject.costs is not None
+    # the reference call, one evaluation timed, the backward pass's graph; planned anew: more timings
+    assert (len(calls) <= 3) == (below > 0)
