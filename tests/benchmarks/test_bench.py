@@ -160,6 +160,14 @@ def test_the_interleaved_benchmark_times_both_loops_on_the_selected_cases():
     assert bad.returncode == 2 and "unknown op 'nosuch'" in bad.stderr
 
 
+def test_the_overhead_benchmark_times_every_small_check_three_ways():
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_check_overhead.py")
+    done = subprocess.run([sys.executable, script, "--rounds", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.strip().endswith(tuple("0123456789"))][1:]
+    assert len(rows) == 6 and {row[-5] for row in rows} == {"gradcheck", "gradgradcheck"}, done.stdout
+
+
 def test_the_offline_driver_makes_a_record_only_for_the_cases_its_summary_shows(monkeypatch):
     """``bench_driver --offline``: the driver's handlers on runner reports, then the run folder,
     progress, summary and JSON reports; of 640 passing cases only the ten slowest (which the
