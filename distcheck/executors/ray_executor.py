@@ -89,6 +89,7 @@ __all__ = [  # with the Ray-free settings of ray_settings, re-exported
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # A task killed by Ray's memory monitor is retried this many times (Ray's default: forever).
 TASK_OOM_RETRIES = 2
+FORCE_ROUNDS = 3  # kills of a cancelled check's tasks still running, cancel_grace seconds apart
 _TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 # What a worker imports to be warm: distcheck's side of a task, and the library of every engine
 # whose library the driver has imported (they are what deserializing a check's subject imports).
@@ -328,8 +329,11 @@ class RayResults:
     def cancel(self) -> None:
         """Stop the tasks whose results were not collected: queued ones are dropped, running
         ones interrupted; those still running after ``cancel_grace`` seconds (stuck in a C
-        call) are killed with their worker process. For timeouts: see :meth:`close` for the
-        (small) risk it runs. May be called from another thread while ``get`` waits: that
+        call) are killed with their worker process, and so, ``cancel_grace`` seconds later, are
+        those still not ended then: a task already pushed to a worker but not started when it
+        was cancelled can start after the first kill (a race of Ray's cancellation), and would
+        hold its CPU for as long as it runs. For timeouts: see :meth:`close` for the (small)
+        risk it runs. May be called from another thread while ``get`` waits: that
         ``get`` then returns the task's cancellation as the unit's error."""
         if self._cancelled:
             return
@@ -341,9 +345,13 @@ class RayResults:
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=0)  # finished ones stay alone
         for ref in pending:
             ray.cancel(ref)
-        _, running = ray.wait(pending, num_returns=len(pending), timeout=self._grace)
-        for ref in running:
-            ray.cancel(ref, force=True)
+        running = pending
+        for _ in range(FORCE_ROUNDS):
+            _, running = ray.wait(running, num_returns=len(running), timeout=self._grace)
+            if not running:
+                return
+            for ref in running:
+                ray.cancel(ref, force=True)
 
 
 def dumps_subject(subject: Subject) -> bytes:
