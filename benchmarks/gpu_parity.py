@@ -36,12 +36,12 @@ def parity(report_path: str, seconds: float | None = None) -> int:
     checker = torch_checker()
     same = differ = 0
     start = time.perf_counter()
-    runnable = [r for r in report["cases"] if CaseId.parse(r["id"]).sample is not None]  # the rest: metadata
-    for done, record in enumerate(runnable):
+    cases = [(record, CaseId.parse(record["id"])) for record in report["cases"]]
+    runnable = [(record, case) for record, case in cases if case.sample is not None]  # the rest: metadata
+    for done, (record, case) in enumerate(runnable):
         if seconds is not None and time.perf_counter() - start > seconds:
             print(f"parity: stopped after {seconds:.0f} s, {len(runnable) - done} case(s) not judged by torch")
             break
-        case = CaseId.parse(record["id"])
         built = suite.build(case)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -13,7 +13,7 @@ from distcheck.engines.reference import reference_call
 from distcheck.engines.tuples import as_tuple
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
-from distcheck.plan.cost_model import best_time, unit_seconds
+from distcheck.plan.cost_model import best_time, work_seconds
 from distcheck.plan.planner import Costs, Plan, plan_gradcheck
 from distcheck.reduce.reducer import reduce
 
@@ -81,18 +81,15 @@ def _measure_costs(
     counted (:func:`best_time`). The engine's global RNG is left as it was: calls the reference
     does not make must not move it (a function that draws random numbers; a test draws its next
     samples after the check)."""
-    if first is None:
-        time_call = lambda call, _: best_time(call, (math.inf,))
-    else:
-        time_call = lambda call, taken: best_time(call, (0.1, 0.0), best=taken)
+    limits, taken = ((math.inf,), Costs(math.inf, math.inf)) if first is None else ((0.1, 0.0), first)
     state = engine.rng_state()
     try:
-        evaluation = backward = time_call(lambda: engine.call(func, inputs), first and first.evaluation)
+        evaluation = backward = best_time(lambda: engine.call(func, inputs), limits, best=taken.evaluation)
         diff_inputs = [p for p, i in enumerate(input_infos) if i is not None and i.requires_grad]
         diff_outputs = [p for p, o in enumerate(output_infos) if o is not None and o.requires_grad and o.numel]
         if diff_outputs and diff_inputs and not any(o.is_complex for o in output_infos if o is not None):
             vjp = derivatives.row_vjp(engine, func, inputs, diff_outputs[0], diff_inputs)
-            backward = time_call(lambda: vjp(0), first and first.backward)
+            backward = best_time(lambda: vjp(0), limits, best=taken.backward)
     finally:
         if state is not None:
             engine.set_rng_state(state)
@@ -127,7 +124,7 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
 
 
 def _settled(plan: Plan, below: float) -> bool:
-    return below > 0 and sum(unit_seconds(unit, plan.subject.costs) for unit in plan.units) < below
+    return below > 0 and work_seconds(plan.units, plan.subject.costs) < below
 
 
 def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Executor) -> None:

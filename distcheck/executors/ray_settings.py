@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from distcheck.executors.serial import SerialResults
-from distcheck.plan.cost_model import CostModel, unit_seconds
+from distcheck.plan.cost_model import CostModel, work_seconds
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
 
@@ -91,7 +91,7 @@ def estimated_seconds(subject: Subject, units: Sequence[Unit]) -> float | None:
     passes); None when the plan measured no costs."""
     if subject.costs is None:
         return None
-    return sum(unit_seconds(unit, subject.costs) for unit in units)
+    return work_seconds(units, subject.costs)
 
 
 def is_small(subject: Subject, units: Sequence[Unit], threshold: float) -> bool:

@@ -143,3 +143,8 @@ def unit_seconds(unit: Any, costs: Any) -> float:
     if isinstance(unit, AnalyticalRows):
         return unit.size * 2 * costs.backward
     return getattr(unit, "size", 1) * (costs.evaluation + costs.backward)
+
+
+def work_seconds(units: Sequence[Any], costs: Any) -> float:
+    """The estimated run time of all of ``units`` from ``costs`` (:func:`unit_seconds`)."""
+    return sum(unit_seconds(unit, costs) for unit in units)
