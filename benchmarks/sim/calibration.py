@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from distcheck.executors.ray_settings import DEFAULT_BLOCK_BYTES
-from distcheck.runner.ray_dispatch import IDLE_WAIT, REPORT_EVERY
+from distcheck.runner.ray_dispatch import IDLE_WAIT, REPORT_EVERY, SPLIT_WAIT
 from distcheck.runner.runner import RunOptions
 
 DEFAULT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "calibration.json")
@@ -20,7 +20,7 @@ class Calibration:
     """Seconds unless said; see ``calibration.json`` for each one's source. What the policy
     decides (batch sizes, shares, which cases go alone) is the policy's: the model runs it.
     The dispatcher's own settings (``report_every``, ``idle_poll``, ``idle_poll_max``,
-    ``split_seconds``, ``block_bytes``) default to the code's values, not copies of them."""
+    ``split_poll_max``, ``split_seconds``, ``block_bytes``) default to the code's values, not copies of them."""
 
     task_overhead: float = 0.0008
     case_overhead: float = 0.0
@@ -40,6 +40,7 @@ class Calibration:
     report_every: float = REPORT_EVERY
     idle_poll: float = IDLE_WAIT[0]
     idle_poll_max: float = IDLE_WAIT[1]
+    split_poll_max: float = SPLIT_WAIT
     split_seconds: float = RunOptions().split_seconds
     chunk_min: float = 0.1
     chunk_rounds: int = 2

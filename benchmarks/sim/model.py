@@ -18,12 +18,14 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
 - **Split cases.** A runner estimates a split case (``estimate_evaluations`` evaluations) and
   reports it at once; the driver starts its coordinator (``driver_submit``, then
   ``coordinator_start``; at most max(2, P / 8) at once, as the dispatcher), which plans
-  (``planning_evaluations``) and puts its chunks in Ray's queue (about ``chunk_rounds`` rounds
+  (``planning_evaluations``) and puts its chunks in the queue (about ``chunk_rounds`` rounds
   over the workers, the first round twice as long as the second, each at least ``chunk_min``).
-  Once a coordinator's chunks are queued (not while it plans), runners take only what the policy
-  hands a paused runner (the default: costly cases): a runner that gets nothing leaves its slot
-  to the chunks (Ray hands a free slot the next chunk), and runners start again when no
-  coordinator is left. Jacobians within the block budget (``block_bytes``) are assembled and
+  The queue hands chunks out before any other work: a runner that finishes its item, or that
+  polls while idle (a runner with nothing to do waits while split cases run, asking at least
+  every ``split_poll_max`` seconds), takes the next
+  chunk; no runner stops. A chunk costs the driver two messages: the runner's news that it
+  starts one, and its result, which the driver forwards to the coordinator (the chunk counts
+  as done then). Jacobians within the block budget (``block_bytes``) are assembled and
   compared on the coordinator (``assembly_per_byte``); larger ones never meet in one process:
   their chunks are cut so that each unit's result holds at most half the budget (at least ``2 ·
   bytes / block_bytes`` units, columns and rows), and one block job per numerical column unit
@@ -108,13 +110,11 @@ class _Task:
 class _Slot:
     """A worker slot. Its runner's reports: records not reported yet, since when (its own
     clock). ``idle``: its runner found no work; then ``next_poll`` is when it asks again (None:
-    as soon as there is work); ``exited``: its runner stopped for a pause (the slot takes
-    chunks until runners start again)."""
+    as soon as there is work)."""
 
     reported: float = 0.0
     records: int = 0
     idle: bool = False
-    exited: bool = False
     pause: float = 0.0  # its runner's next wait when it finds no work
     next_poll: float | None = None
     last_end: float = 0.0
@@ -122,10 +122,9 @@ class _Slot:
 
 @dataclass
 class _State:
-    chunks: collections.deque = field(default_factory=collections.deque)  # Ray's queue of chunk tasks
+    chunks: collections.deque = field(default_factory=collections.deque)  # split cases' chunks in the queue
     waiting: collections.deque = field(default_factory=collections.deque)  # split cases for a coordinator
     coordinators: int = 0  # submitted, not recorded yet
-    started: int = 0  # of them, with chunks queued (runners pause)
     splits_left: int = 0  # found, not yet recorded
     driver_free: float = 0.0
     driver_cpu: float = 0.0
@@ -200,10 +199,10 @@ class Model:
         return self.s.driver_free
 
     # -- the queue: the real policy ------------------------------------------------------
-    def next_item(self, paused: bool) -> _Task | None:
-        """As ``WorkQueue.take``: the policy's next item (while paused, what it hands a paused
-        runner). A group's share is what its lister runs, the rest goes back once listed."""
-        item = self.policy.take(paused)
+    def next_item(self) -> _Task | None:
+        """As ``WorkQueue.take`` once no chunk waits: the policy's next item. A group's share is
+        what its lister runs, the rest goes back once listed."""
+        item = self.policy.take()
         if item is None:
             return None
         self.s.tasks += 1
@@ -222,34 +221,22 @@ class Model:
         self.wake(t)
 
     # -- the runners -----------------------------------------------------------------------
-    @property
-    def paused(self) -> bool:
-        return self.s.started > 0
-
     def ask(self, t: float, slot: int) -> None:
-        """A slot is free at ``t``. Its runner asks the queue for an item (while paused, costly
-        cases only); with none, it reports what it holds and waits, or, paused, stops: its
-        slot takes chunks until runners start again."""
+        """A slot is free at ``t``. Its runner asks the queue for a chunk, else an item; with
+        none, it reports what it holds and waits."""
         state = self.slots[slot]
         state.next_poll = None
-        if state.exited:
-            state.idle = not self.s.chunks
-            if self.s.chunks:
-                self.run_chunk(t, slot, self.s.chunks.popleft())
+        if self.s.chunks:
+            state.idle = False
+            self.run_chunk(t, slot, self.s.chunks.popleft())
             return
-        task = self.next_item(self.paused)
+        task = self.next_item()
         if task is None:
             self.report(t, slot, ())
-            if self.paused:
-                state.exited = True
-                state.idle = not self.s.chunks
-                if self.s.chunks:
-                    self.run_chunk(t, slot, self.s.chunks.popleft())
-                return
             if not state.idle:
                 state.idle, state.pause = True, self.c.idle_poll
             if self.c.idle_poll > 0 and self.more_to_come():  # (0: it finds work the moment it comes)
-                state.next_poll = t + state.pause
+                state.next_poll = t + self.wait(state)
                 state.pause = min(2 * state.pause, self.c.idle_poll_max)
                 self.at(state.next_poll, self.poll, slot, state.next_poll)
             return
@@ -258,9 +245,14 @@ class Model:
             self.report(t, slot, ())
         self.run_item(t, slot, task)
 
+    def wait(self, slot: _Slot) -> float:
+        """How long an idle runner waits before it asks again: at most ``split_poll_max`` while
+        split cases run (the queue says so: their chunks may come any moment)."""
+        return min(slot.pause, self.c.split_poll_max) if self.s.coordinators else slot.pause
+
     def poll(self, t: float, slot: int, when: float) -> None:
         state = self.slots[slot]
-        if state.idle and not state.exited and state.next_poll == when:
+        if state.idle and state.next_poll == when:
             self.ask(t, slot)
 
     def more_to_come(self) -> bool:
@@ -272,16 +264,16 @@ class Model:
 
     def wake(self, t: float) -> None:
         """Work arrived at ``t``: idle runners find it when they next ask (they poll with a
-        growing pause), stopped runners' slots at once (Ray hands them chunks)."""
+        growing pause)."""
         for k, slot in enumerate(self.slots):
             if not slot.idle:
                 continue
-            if slot.exited or slot.next_poll is None:
+            if slot.next_poll is None:
                 self.at(t, self.ask, k)
                 continue
             when = slot.next_poll
             while when < t:  # polls it made meanwhile, each finding nothing
-                when += slot.pause
+                when += self.wait(slot)
                 slot.pause = min(2 * slot.pause, self.c.idle_poll_max)
             if when != slot.next_poll:
                 slot.next_poll = when
@@ -360,11 +352,7 @@ class Model:
         t += self.c.planning_evaluations * split.case.evaluation
         sizes = self.chunk_sizes(split.case)
         split.chunks = split.units = len(sizes)
-        self.at(t, self.chunks_queued, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
-
-    def chunks_queued(self, t: float, chunks: list[_Task]) -> None:
-        self.s.started += 1  # runners pause once a coordinator's chunks are queued
-        self.enqueue_chunks(t, chunks)
+        self.at(t, self.enqueue_chunks, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
 
     def enqueue_chunks(self, t: float, chunks: list[_Task]) -> None:
         self.s.chunks.extend(chunks)
@@ -372,6 +360,9 @@ class Model:
         self.wake(t)
 
     def run_chunk(self, t: float, slot: int, task: _Task) -> None:
+        """The runner of ``slot`` runs a chunk from ``t``: its news that it starts one goes to
+        the driver at once, its result when it ends (see :meth:`forwarded`)."""
+        self.at(t, self.message, 0, ())
         t += self.c.task_overhead + task.seconds
         self.s.overhead += self.c.task_overhead
         if task.kind == BLOCK:  # comparison, not the case's recorded work
@@ -380,7 +371,11 @@ class Model:
             self.s.work += task.seconds
         self.slots[slot].last_end = t
         self.at(t, self.ask, slot)
-        self.at(t, self.chunk_done, task.split)
+        self.at(t, self.forwarded, task.split)
+
+    def forwarded(self, t: float, split: _Split) -> None:
+        """The driver forwards a chunk's result to its coordinator."""
+        self.at(self.driver(t, self.c.driver_per_message), self.chunk_done, split)
 
     def chunk_done(self, t: float, split: _Split) -> None:
         split.chunks -= 1
@@ -397,17 +392,11 @@ class Model:
             self.enqueue_chunks(t, [_Task(BLOCK, -1, seconds=comparing / jobs, split=split) for _ in range(jobs)])
 
     def split_recorded(self, t: float, split: _Split) -> None:
-        """The coordinator's record reaches the driver; with no coordinator left, runners start again."""
+        """The coordinator's record reaches the driver."""
         self.driver(t, self.c.driver_per_message + self.c.driver_per_case)
         self.s.coordinators -= 1
-        self.s.started -= 1
         self.s.splits_left -= 1
         self.start_coordinators(t)
-        if not self.paused:  # new runners where runners stopped; idle ones find the queue's work
-            for slot in self.slots:
-                if slot.exited:
-                    slot.exited, slot.next_poll, slot.pause = False, None, self.c.idle_poll
-            self.wake(t)
 
 
 def predict(

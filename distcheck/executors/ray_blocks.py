@@ -18,8 +18,9 @@ from distcheck.plan.comparisons import BlockJob, JobOutcome, run_job
 from distcheck.plan.units import UnitResult
 
 
-@ray.remote(num_cpus=1)
-def _run_job(pieces: list[dict[int, tuple[ray.ObjectRef, int]]], job: BlockJob) -> JobOutcome:
+def run_block_job(pieces: list[dict[int, tuple[ray.ObjectRef, int]]], job: BlockJob) -> JobOutcome:
+    """Run ``job`` in this worker, fetching its units' results from the object store (the body
+    of a block job's task, and of a split case's block job that a suite runner runs)."""
     (where,) = pieces
 
     def fetch(unit: int) -> UnitResult:
@@ -30,6 +31,9 @@ def _run_job(pieces: list[dict[int, tuple[ray.ObjectRef, int]]], job: BlockJob) 
             return UnitResult(error=e, traceback=traceback.format_exc(), worker="ray")
 
     return run_job(job, fetch)
+
+
+_run_job = ray.remote(num_cpus=1)(run_block_job)
 
 
 class RayBlocks:

@@ -259,10 +259,10 @@ def _portable(result: UnitResult) -> UnitResult:
     return result
 
 
-@ray.remote(num_cpus=1)
-def _run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
-    """A Ray task: run ``units`` against the subject in ``box`` (a nested reference, so that
-    Ray does not fetch and deserialize it for every task)."""
+def run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
+    """Run ``units`` against the subject in ``box`` (a nested reference, so that Ray does not
+    fetch and deserialize it for every task) in this worker: the body of a chunk task, and of
+    a split case's chunk that a suite runner runs between its items."""
     (ref,) = box
     worker = _worker_name()
     modules = len(sys.modules)
@@ -281,6 +281,9 @@ def _run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
     except BaseException:  # cancelled in the middle of a unit: an input may be left perturbed
         _SUBJECTS.pop(ref.hex(), None)
         raise
+
+
+_run_units = ray.remote(num_cpus=1)(run_units)
 
 
 # -- the driver side ----------------------------------------------------------------------
@@ -472,6 +475,10 @@ class RayExecutor:
         box = [self._subject_ref(subject)]
         tasks = getattr(self._policy, "tasks", None)
         groups = tasks(units, subject.costs) if tasks else [[k] for k in range(len(units))]
+        return self._start(box, units, groups)
+
+    def _start(self, box: list[ray.ObjectRef], units: Sequence[Unit], groups: list[list[int]]):
+        """Run the check's ``units`` in tasks of ``groups`` (indices into ``units``)."""
         run = _run_units.options(max_retries=self.max_retries, **({"num_gpus": self.gpus} if self.gpus else {}))
         refs = [run.remote(box, [units[k] for k in members]) for members in groups]
         return RayResults(refs, groups, self.cancel_grace, self.block_bytes)

@@ -3,8 +3,7 @@ work first, small pieces at the end. It hands out, in this order:
 
 1. work resubmitted after a timeout or a lost worker (first: it was started long ago);
 2. **costly cases**, one per item, heaviest first (the longest work starts early, and a case
-   to split is found early) — also while split cases pause the runners: they may be split
-   cases too, found together instead of one after another;
+   to split is found early);
 3. **groups** to list (an op in a dtype; with durations the driver puts them longest first):
    the runner that lists one runs its **share** — every runnable case that is not costly if
    they make at most ``GROUP_SHARE`` batches, else the first batch — and puts the rest back;
@@ -134,9 +133,7 @@ class DefaultPolicy:
         for cases, careful in reversed(batches):
             self._front.appendleft(Item(cases=tuple(cases), careful=careful))
 
-    def take(self, paused: bool) -> Item | None:
-        if paused:
-            return self._next_costly() if self._costly else None
+    def take(self) -> Item | None:
         if self._front:
             return self._front.popleft()
         if self._costly:

@@ -8,21 +8,26 @@ its next item (so the driver is not in the path of each task). Its
 :class:`~distcheck.runner.policy.WorkPolicy` decides the order of the work and its pieces (the
 default: :mod:`.default_policy`); the queue knows which runner holds which item, so that the
 work of a runner that dies or is stopped can be given out again, and when everything is done.
+It also holds the chunks of the split cases that run (:mod:`.chunks`): they go out before any
+other work, and the queue knows which runner runs which chunk.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterator
 
+from distcheck.runner.chunks import CHUNK_TRIES, Chunk
 from distcheck.runner.policy import Item, WorkPolicy
 from distcheck.suites.base import CaseInfo, GroupInfo
 
 _END = object()
 WAIT = "wait"  # WorkQueue.take: nothing now, ask again (other runners may still add work)
+SOON = "soon"  # WorkQueue.take: nothing now, ask again soon (a split case runs: its chunks may come)
 
 
 class Enumeration:
@@ -84,7 +89,14 @@ class WorkQueue:
         self._held: dict[int, tuple[int, Item]] = {}  # item id -> (runner, item)
         self._runners: set[int] = set()  # runners taking work
         self._taken: dict[int, list[Item]] = {}  # per runner, the items it took, in order
-        self._closed = self._paused = False
+        self._closed = False
+        self._chunks: collections.deque[Chunk] = collections.deque()  # split cases' chunks to run
+        self._running: dict[int, Chunk] = {}  # runner -> the chunk it runs now
+        # runner -> the chunks it took whose results the driver has not forwarded yet: they go
+        # down with it (a runner's unread reports die with its process)
+        self._unforwarded: dict[int, dict[tuple[int, int], Chunk]] = {}
+        self._splits: set[int] = set()  # split cases that run (their coordinators may add chunks)
+        self._ended: set[int] = set()  # split cases that ended (chunks they still add are dropped)
 
     def put(self, work: list[GroupInfo | CaseInfo]) -> None:
         """Groups to list, and runnable listed cases."""
@@ -98,19 +110,26 @@ class WorkQueue:
         """Enumeration is over: once the work runs out, runners may stop."""
         self._closed = True
 
-    def take(self, runner: int, finished: int | None = None) -> Item | str | None:
-        """The next item for ``runner`` (which has finished item ``finished``); :data:`WAIT` if
-        there is none now but runners still hold work that may add some; None when all is done
-        (or while paused, when the policy has nothing for a paused runner: the runner stops)."""
+    def take(self, runner: int, finished: int | None = None) -> Item | Chunk | str | None:
+        """The next item for ``runner`` (which has finished item ``finished``, and whatever
+        chunk it ran): a split case's chunk first; :data:`WAIT` if there is none now but runners
+        still hold work that may add some, :data:`SOON` if split cases do; None when all is
+        done."""
         if finished is not None:
             self._held.pop(finished, None)
-        item = self._policy.take(self._paused)
+        self._running.pop(runner, None)
+        if self._chunks:
+            self._runners.add(runner)
+            self._running[runner] = chunk = self._chunks.popleft()
+            self._unforwarded.setdefault(runner, {})[chunk.key] = chunk
+            return chunk
+        item = self._policy.take()
         if item is None:
-            if self._paused or (self._closed and not self._held):
+            if self._closed and not self._held and not self._splits:
                 self._runners.discard(runner)
                 return None
             self._runners.add(runner)
-            return WAIT
+            return SOON if self._splits else WAIT
         self._runners.add(runner)
         item = dataclasses.replace(item, id=next(self._ids))
         self._held[item.id] = (runner, item)
@@ -132,12 +151,52 @@ class WorkQueue:
         self.resubmit(batches)
         return unreported
 
-    def pause(self, paused: bool) -> None:
-        """While paused (split cases run: their chunks are cut for every worker of the cluster),
-        runners take only what the policy hands out to paused runners, and stop when it has
-        nothing (the default policy: costly cases, which may be split cases too)."""
-        self._paused = paused
+    def open_split(self, split: int) -> None:
+        """Split case ``split`` runs: runners wait for its chunks rather than stop."""
+        if split not in self._ended:
+            self._splits.add(split)
+
+    def put_chunks(self, chunks: list[Chunk]) -> None:
+        """A running split case's chunks, to hand out before anything else."""
+        self._chunks.extend(chunk for chunk in chunks if chunk.split not in self._ended)
+
+    def drop_chunks(self, keys: list[tuple[int, int]]) -> None:
+        """Chunks whose results are no longer wanted: those not handed out yet are dropped."""
+        dropped = set(keys)
+        self._chunks = collections.deque(chunk for chunk in self._chunks if chunk.key not in dropped)
+
+    def forwarded(self, chunks: list[tuple[int, tuple[int, int]]]) -> None:
+        """The driver has forwarded the results of these chunks ``(runner, key)``."""
+        for runner, key in chunks:
+            self._unforwarded.get(runner, {}).pop(key, None)
+
+    def end_split(self, split: int) -> list[int]:
+        """Split case ``split`` has ended: its chunks not handed out are dropped, and so are
+        those it adds later. Returns the runners that run one of its chunks now."""
+        self._splits.discard(split)
+        self._ended.add(split)
+        self._chunks = collections.deque(chunk for chunk in self._chunks if chunk.split != split)
+        running = [runner for runner, chunk in self._running.items() if chunk.split == split]
+        for runner in running:
+            del self._running[runner]
+        for chunks in self._unforwarded.values():
+            for key in [key for key in chunks if key[0] == split]:
+                del chunks[key]
+        return running
+
+    def chunk_lost(self, runner: int) -> tuple[bool, list[Chunk]]:
+        """``runner`` died or was stopped: whether it ran a chunk then. Every chunk it took whose
+        result the driver has not forwarded runs again first — unless that was its last try:
+        those are returned (given up)."""
+        ran = self._running.pop(runner, None) is not None
+        given_up = []
+        for chunk in reversed(self._unforwarded.pop(runner, {}).values()):
+            if chunk.tries + 1 >= CHUNK_TRIES:
+                given_up.append(chunk)
+            else:
+                self._chunks.appendleft(dataclasses.replace(chunk, tries=chunk.tries + 1))
+        return ran, given_up
 
     def idle(self) -> bool:
         """Nothing to hand out and nothing held."""
-        return not (self._policy.pending() or self._held)
+        return not (self._policy.pending() or self._held or self._chunks or self._running)

@@ -98,9 +98,8 @@ class WorkPolicy(Protocol):
         """Cases given back ``(cases, careful)`` after a lost runner or a timeout (``careful``:
         report after every case); they were started long ago."""
 
-    def take(self, paused: bool) -> Item | None:
-        """The next item, or None if there is none now (more may be put). ``paused``: split
-        cases hold the cluster; a runner that gets None stops until they are done."""
+    def take(self) -> Item | None:
+        """The next item, or None if there is none now (more may be put)."""
 
     def pending(self) -> bool:
         """Whether work is left to hand out."""

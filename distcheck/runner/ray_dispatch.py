@@ -34,11 +34,14 @@
 - **Split cases.** A runner estimates each slow-mode case first: one above the split thresholds
   comes back as ``split``, and the driver hands it at once to a *coordinator* (:mod:`.split`:
   a long-lived actor, one case at a time; a slow-mode run starts one before its first
-  dispatch): on the cluster, with its own RNG state, it runs the case's check on the Ray
-  executor, which cuts its Jacobians into chunks over every worker. Several split cases run at once; once a coordinator
-  has begun one, runners stop as they finish their items (but for costly cases, which may be
-  split cases too), so that the chunks get the CPUs, and start again when no split case is
-  left. A timed-out split case's coordinator is killed, and its chunks with it.
+  dispatch): on the cluster, with its own RNG state, it runs the case's check, its Jacobians
+  cut into chunks for every worker. Several split cases run at once. Their chunks go to the
+  queue, which hands them out before anything else: runners run them between their items
+  (:mod:`.chunks`), telling the driver at once when they start one, and yield each chunk's
+  result, whose reference the driver forwards to the coordinator. No runner stops for a split
+  case. A runner lost in a chunk has the chunk run again (up to ``CHUNK_TRIES`` times); a
+  timed-out split case's coordinator is killed, its chunks dropped from the queue, and the
+  runners that run one of them are stopped.
 - **Hash seed.** Workers run with the run's ``PYTHONHASHSEED`` (see :mod:`~distcheck.runner.hash_seed`).
 - **GPUs.** For a suite on ``cuda``, every runner and careful task asks Ray for
   ``gpus_per_runner`` GPUs, as do the chunk tasks of a split case (its coordinator asks for
@@ -65,13 +68,14 @@ from distcheck.runner import hash_seed
 from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import Outcome, SplitRequest, run_case, timeout_record, to_record
+from distcheck.runner.chunks import Chunk, run_chunk
 from distcheck.runner.default_policy import DefaultPolicy
 from distcheck.runner.durations import Durations
-from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
+from distcheck.runner.feed import SOON, WAIT, Enumeration, WorkQueue
 from distcheck.runner.gpus import placement, ray_runners
 from distcheck.runner.policy import Item, PolicyContext, WorkPolicy
 from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.split import CHUNKS, coordinators
+from distcheck.runner.split import coordinators
 from distcheck.runner.worker_errors import NODE_LOST, DeathPolicy, WorkerDeath, classify
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, Suite
 
@@ -81,11 +85,13 @@ if TYPE_CHECKING:
     from distcheck.runner.protocols import Sink
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
+MESSAGES_AT_ONCE = 64  # of one runner's, read in a row (the others' wait that long)
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
 COORDINATORS_LOST = 2  # a split case goes to another coordinator when one dies before beginning it
 SPLITS_AT_ONCE = 2  # coordinators running at once, at least (a cluster of P workers: P / 8)
 _ENDED = object()  # a generator's task has ended (see _Run.message)
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
+SPLIT_WAIT = 0.1  # at most this long while split cases run (their chunks wait for a runner that asks)
 
 
 _prepared: set[str] = set()
@@ -112,10 +118,15 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
     :class:`_Finished`), ``("idle",)``. A list goes out every ``report_every`` seconds of work,
     when the runner runs out of work, and when it starts work after being idle (so the driver
     knows it is busy); otherwise starts and listings wait for the next report, so that the
-    driver's messages grow with time, not with items (see ``_Run.lost`` for what it then knows)."""
+    driver's messages grow with time, not with items (see ``_Run.lost`` for what it then knows).
+    A split case's chunk (:class:`~distcheck.runner.chunks.Chunk`) goes otherwise: the runner
+    reports ``("chunk", key)`` at once when it comes from an item (not from another chunk), runs
+    it, then yields ``[("result", key)]`` followed by the result itself, which the driver
+    forwards without fetching it."""
     _prepare(suite)
     events: list[tuple] = []
     reported, finished, pause, idle = time.monotonic(), None, IDLE_WAIT[0], True
+    chunks = False  # its last work was a chunk
 
     def report(*last: tuple) -> list[tuple]:
         nonlocal events, reported
@@ -126,11 +137,20 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
         item = ray.get(work.take.remote(runner, finished))
         if item is None:
             break
-        if item == WAIT:
+        if type(item) is Chunk:
+            if events or not chunks:  # from an item: the driver learns it is in chunks now
+                yield report(("chunk", item.key))
+            result = run_chunk(item)
+            yield [("result", item.key)]  # (which tells the driver the runner is alive)
+            yield result
+            finished, idle, chunks = None, True, True  # its next start goes out at once
+            continue
+        chunks = False
+        if item in (WAIT, SOON):
             if events or finished is not None:
                 yield report(("idle",))
                 finished, idle = None, True
-            time.sleep(pause)
+            time.sleep(min(pause, SPLIT_WAIT) if item == SOON else pause)
             pause = min(2 * pause, IDLE_WAIT[1])
             continue
         pause = IDLE_WAIT[0]
@@ -229,6 +249,7 @@ class _Runner:
     since: float = 0.0  # when the runner last reported (driver clock)
     careful: bool = False  # a careful task (one item), not a runner of the queue
     started: int | None = None  # the last item the driver heard it start
+    chunk: tuple[int, int] | None = None  # the split case's chunk it runs (its key)
 
     @property
     def culprit_known(self) -> bool:
@@ -244,6 +265,7 @@ class _Split:
     case: CaseInfo
     since: float | None = None
     lost: int = 0
+    id: int = 0  # its id in the queue (its chunks' keys)
 
 
 @dataclass(frozen=True)
@@ -331,9 +353,10 @@ class _Run:
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
         self.waiting: collections.deque[_Split] = collections.deque()  # split cases not started yet
+        self.split_ids: dict[int, ray.ObjectRefGenerator] = {}  # the running split cases by id
+        self.results: list[tuple[int, tuple[int, int], ray.ObjectRef]] = []  # chunks' results to forward
         self.max_splits = max(SPLITS_AT_ONCE, dispatcher.workers // 8)
-        self.next_runner = 0
-        self.paused = False  # runners stop while split cases run
+        self.next_runner = self.next_split = 0
         self.losses = 0  # runners lost since the last message of any runner
 
     def loop(self) -> None:
@@ -345,7 +368,7 @@ class _Run:
                 self.feed()
                 self.receive()
                 self.enforce_timeouts(time.monotonic())
-                self.resume()
+                self.start_waiting()
         finally:
             for generator in self.runners:
                 ray.cancel(generator, force=True)
@@ -377,12 +400,19 @@ class _Run:
             time.sleep(0.05)
             return
         ready, _ = ray.wait(pending, num_returns=len(pending), timeout=POLL)
-        for generator in ready:
-            if generator in self.splits:
-                self.receive_split(generator)
-            else:
-                self.receive_runner(generator)
-        if ready:
+        received = bool(ready)
+        for _ in range(MESSAGES_AT_ONCE):  # and what the runners sent meanwhile (a chunk: two)
+            for generator in ready:
+                if generator in self.splits:
+                    self.receive_split(generator)
+                elif generator in self.runners:
+                    self.receive_runner(generator)
+            self.flush_results()
+            ready = [g for g in ready if g in self.runners]
+            if not ready:
+                break
+            ready, _ = ray.wait(ready, num_returns=len(ready), timeout=0)
+        if received:
             # What the messages made (records, kept to the run's end; run_suite unfreezes them)
             # leaves the collector's sight: it would go over every record so far, again and
             # again, at a cost growing with the run.
@@ -411,7 +441,39 @@ class _Run:
         runner.since = time.monotonic()
         self.losses = 0
         for event in events:
-            getattr(self, f"on_{event[0]}")(runner, *event[1:])
+            if event[0] == "result":
+                self.forward(generator, runner, event[1])
+            else:
+                getattr(self, f"on_{event[0]}")(runner, *event[1:])
+
+    def on_chunk(self, runner: _Runner, key: tuple[int, int]) -> None:
+        runner.item, runner.chunk = None, key  # a chunk's time is its split case's (see enforce_timeouts)
+
+    def forward(self, generator: ray.ObjectRefGenerator, runner: _Runner, key: tuple[int, int]) -> None:
+        """The result of chunk ``key`` follows in ``generator``: its reference (not its value)
+        goes to the split case's coordinator; the driver, its owner, keeps it alive."""
+        runner.chunk = None
+        try:
+            ref = next(generator)  # yielded right after the event; an error arrives in it
+        except StopIteration:
+            return  # the task ended: the next wait on it tells how
+        self.results.append((runner.id, key, ref))
+
+    def flush_results(self) -> None:
+        """Forward the chunks' results received in a round: one call per coordinator, and one
+        to the queue (which keeps each chunk until its result is forwarded)."""
+        if not self.results:
+            return
+        by_actor = collections.defaultdict(list)
+        for _, key, ref in self.results:
+            split = self.split_ids.get(key[0])
+            actor = None if split is None else self.coordinators.actor(split)
+            if actor is not None:
+                by_actor[actor].append((key, [ref]))
+        for actor, results in by_actor.items():
+            actor.deliver.remote(results)
+        self.queue.forwarded.remote([(runner, key) for runner, key, _ in self.results])
+        self.results = []
 
     def on_start(self, runner: _Runner, item: Item) -> None:
         if self.d.first_dispatch is None:
@@ -455,24 +517,30 @@ class _Run:
             self.sink.emit(RecordBatch(records))
 
     def on_idle(self, runner: _Runner) -> None:
-        runner.item = None
+        runner.item = runner.chunk = None
 
     def group_failed(self, group: GroupInfo, message: str) -> None:
         cases = [CaseInfo(CaseId(group.suite, group.op, group.dtype, check), ERROR, message) for check in group.checks]
         self.sink.listed(group, cases)
 
-    def lost(self, runner: _Runner, death: WorkerDeath | None, timed_out: float | None = None) -> None:
+    def lost(
+        self, runner: _Runner, death: WorkerDeath | None, timed_out: float | None = None, in_chunk: bool = False
+    ) -> None:
         """``runner`` stopped: its worker died (``death``) or it was silent for ``timed_out``
         seconds. The queue says which items it took after the last start the driver heard of:
         their events went down with it (a runner tells of a start with its next report), so they
         run again carefully, and so do the unreported cases of the item the driver knows of — a
         case is blamed only when the runner cannot have been anywhere else: in the one
         unreported case of that item, having taken nothing since. A lost node reruns the
-        unreported cases; new runners keep one per CPU."""
+        unreported cases; new runners keep one per CPU. A runner lost in a split case's chunk
+        (``in_chunk``, or the queue says so) blames no case: the chunk runs again."""
         self.losses += 1
         if self.losses > 2 * self.d.workers + 8:  # every new runner dies at once: the cluster itself is broken
             raise RuntimeError(f"{self.losses} Ray workers in a row died before reporting anything; last: {death}")
-        moved_on = [] if runner.careful else ray.get(self.queue.lost.remote(runner.id, runner.started, []))
+        moved_on = []
+        if not runner.careful:
+            in_chunk = self.chunk_lost(runner, death) or in_chunk
+            moved_on = ray.get(self.queue.lost.remote(runner.id, runner.started, []))
         item, cases = runner.item, runner.cases or []
         unreported = cases[runner.current :]
         rest: list[CaseInfo] = []
@@ -491,7 +559,7 @@ class _Run:
             given_up = [case for case in unreported if case.key in exhausted]
             self.sink.emit(RecordBatch(CaseRecord(case.id, ERROR, exhausted[case.key], 0.0, 1) for case in given_up))
             rest = [case for case in unreported if case.key not in exhausted]
-        elif unreported and runner.culprit_known and not moved_on:
+        elif unreported and runner.culprit_known and not moved_on and not in_chunk:
             case, rest = unreported[0], unreported[1:]
             if death is None:
                 self.sink.emit(RecordBatch([timeout_record(case, self.d.timeout, timed_out, tasks=1)]))
@@ -509,11 +577,24 @@ class _Run:
             self.start_careful(dataclasses.replace(taken, careful=True))
         self.top_up()
 
+    def chunk_lost(self, runner: _Runner, death: WorkerDeath | None) -> bool:
+        """Whether ``runner`` ran a split case's chunk. The queue runs again the chunks it took
+        whose results were not forwarded; one run too many times is given up, and its
+        coordinator gets the loss as its units' error."""
+        ran, given_up = ray.get(self.queue.chunk_lost.remote(runner.id))
+        for chunk in given_up:
+            split = self.split_ids.get(chunk.split)
+            actor = None if split is None else self.coordinators.actor(split)
+            if actor is not None:
+                what = "stopped" if death is None else death.message
+                message = f"the chunk's runner was lost {chunk.tries + 1} times; last: {what}"
+                actor.deliver.remote([(chunk.key, message)])
+        return ran
+
     def top_up(self) -> None:
-        """One runner per CPU (unless split cases have the CPUs)."""
-        if not self.paused:
-            for _ in range(self.d.workers - sum(not r.careful for r in self.runners.values())):
-                self.start_runner()
+        """One runner per CPU."""
+        for _ in range(self.d.workers - sum(not r.careful for r in self.runners.values())):
+            self.start_runner()
 
     def start_careful(self, item: Item) -> None:
         careful = _careful.options(runtime_env=self.env, **self.d.task_options())
@@ -522,21 +603,9 @@ class _Run:
         self.next_runner += 1
 
     def start_split(self, case: CaseInfo) -> None:
-        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once). Once its
-        chunks are queued (see :meth:`receive_split`), runners stop as they finish their items, so that
-        the chunks (cut for every worker of the cluster) get the CPUs — except to take costly
-        cases, which may be split cases too (see ``DefaultPolicy``)."""
+        """Start a coordinator for ``case`` (or queue it: at most ``max_splits`` at once)."""
         self.waiting.append(_Split(case))
         self.start_waiting()
-
-    def pause(self) -> None:
-        """A coordinator's chunks are in Ray's queue: runners stop as they finish their items.
-        Not before: a coordinator rebuilds and plans its case first (seconds: its evaluations
-        are timed for the chunk sizes), and runners that stopped at once would leave the
-        cluster idle meanwhile."""
-        if not self.paused:
-            self.paused = True
-            self.queue.pause.remote(True)
 
     def start_waiting(self) -> None:
         """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
@@ -544,25 +613,36 @@ class _Run:
         (a coordinator rebuilds and plans its case on CPUs Ray does not count)."""
         while self.waiting and len(self.splits) < self.max_splits:
             split = self.waiting.popleft()
-            case = split.case
+            split.id, self.next_split = self.next_split, self.next_split + 1
+            self.queue.open_split.remote(split.id)
+            case, d = split.case, self.d
             generator = self.coordinators.start(
-                self.d.suite, case.id, case.fingerprint, self.d.split_budget, self.d.gpus_per_runner
+                d.suite, case.id, case.fingerprint, d.split_budget, self.queue, split.id, d.gpus_per_runner
             )
             self.splits[generator] = split
+            self.split_ids[split.id] = generator
+            self.top_up()  # runners that ended, the queue empty, before it heard of the split case
 
-    def resume(self) -> None:
-        """No split case left: runners again, one per CPU."""
-        self.start_waiting()
-        if self.paused and not self.splits:
-            self.paused = False
-            self.queue.pause.remote(False)
-            self.top_up()
+    def end_split(self, split: _Split, stop_runners: bool = False) -> None:
+        """``split`` ended: the queue drops its chunks; ``stop_runners``: and the runners that
+        run one of them are stopped (a timed-out case: its chunk may be what hangs)."""
+        self.split_ids.pop(split.id, None)
+        running = self.queue.end_split.remote(split.id)
+        if not stop_runners:
+            return
+        stop = set(ray.get(running))
+        for generator, runner in list(self.runners.items()):
+            if runner.id in stop:
+                ray.cancel(generator, force=True)
+                del self.runners[generator]
+                self.lost(runner, None, in_chunk=True)
 
     def receive_split(self, generator: ray.ObjectRefGenerator) -> None:
         split = self.splits[generator]
         message, error = self.message(generator, self.splits)
         if message is _ENDED:
             self.coordinators.done(generator, failed=error is not None)
+            self.end_split(split)
             if error is not None and split.since is None and split.lost < COORDINATORS_LOST:
                 split.lost += 1  # a coordinator that died before it began the case (kept from an earlier run)
                 self.waiting.appendleft(split)
@@ -572,9 +652,6 @@ class _Run:
             return
         if message is None:  # it has begun the case (its timeout runs from now)
             split.since = time.monotonic()
-            return
-        if isinstance(message, str) and message == CHUNKS:
-            self.pause()
             return
         outcome, tasks = message
         self.sink.emit(RecordBatch([to_record(split.case, outcome, tasks)]))
@@ -589,6 +666,7 @@ class _Run:
                 self.lost(runner, None, timed_out=now - runner.since)
         for generator, split in list(self.splits.items()):
             if split.since is not None and now - split.since > self.d.timeout:
-                self.coordinators.kill(generator)  # its chunks too
+                self.coordinators.kill(generator)
                 del self.splits[generator]
+                self.end_split(split, stop_runners=True)  # its chunks too
                 self.sink.emit(RecordBatch([timeout_record(split.case, self.d.timeout, now - split.since, tasks=1)]))

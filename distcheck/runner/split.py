@@ -1,43 +1,43 @@
-"""Split cases: a case too large for one task runs as ``distcheck.gradcheck`` on the Ray
-executor, which cuts its Jacobians into column and row chunks over every worker.
+"""Split cases: a case too large for one task runs as ``distcheck.gradcheck`` on the
+dispatch's runners, its Jacobians cut into column and row chunks for every worker.
 
-Its coordination (rebuilding the case, planning, submitting the chunks, comparing the
+Its coordination (rebuilding the case, planning, handing out the chunks, comparing the
 Jacobians, block by block on the workers when they are large) runs on the cluster too, in a
 *coordinator*: a long-lived actor process that has loaded the suite once and runs one split
 case at a time. The driver only hands it the case and waits for its verdict, so several split
 cases run at once, alongside ordinary batches, from the moment a worker finds them. A
-coordinator takes no CPU slot of its own (it mostly waits for its chunks; its chunks take the
-slots). One case at a time in its own process, its global RNG (the suite reseeds it before
-every call) is its own.
+coordinator takes no CPU slot of its own (it mostly waits for its chunks). Its chunks go to the
+dispatch's queue, and runners run them between their items (:mod:`.chunks`): the driver
+forwards each chunk's result to the coordinator, which runs threads for it (``deliver``). One
+case at a time in its own process, its global RNG (the suite reseeds it before every call) is
+its own.
 
 Coordinators are kept for the driver's Ray job (:class:`Coordinators`, one pool per worker
 environment): a slow-mode run starts one before its first dispatch, as the workers are warmed,
 so the first split case does not wait for a process to start and load the suite (seconds: torch
 and the op database), and every later case, or run, reuses them (before, each split case
 started a task, often in a new process). A coordinator whose case timed out or was stopped is
-killed; its chunk tasks, left without an owner, are stopped by Ray.
+killed; the driver drops its chunks from the queue and stops the runners that run one.
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import ray
 
 from distcheck.engines import get_engine
-from distcheck.executors.ray_executor import WARM_TIMEOUT, RayExecutor, RayResults, warm_libraries
+from distcheck.executors.ray_executor import WARM_TIMEOUT, RayResults, warm_libraries
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import run_case
+from distcheck.runner.chunks import Inbox, QueueExecutor, QueueResults
 from distcheck.runner.judge import distcheck_checker
 from distcheck.suites.base import CaseId, Suite
-
-CHUNKS = "chunks"  # a coordinator's news: its first chunks are in Ray's queue (runners stop for them)
 
 
 class CountingExecutor:
@@ -46,10 +46,9 @@ class CountingExecutor:
 
     name = "ray"
 
-    def __init__(self, inner: RayExecutor, on_submit: Callable[[], None] | None = None):
+    def __init__(self, inner: QueueExecutor):
         self._inner = inner
         self.tasks = 0
-        self._on_submit = on_submit  # called once its first units are in Ray's queue
 
     @property
     def policy(self):
@@ -59,12 +58,9 @@ class CountingExecutor:
     def workers(self) -> int:
         return self._inner.workers
 
-    def submit(self, subject: Subject, units: Sequence[Unit]) -> RayResults:
+    def submit(self, subject: Subject, units: Sequence[Unit]) -> QueueResults | RayResults:
         results = self._inner.submit(subject, units)
         self.tasks += results.tasks
-        if self._on_submit is not None:
-            self._on_submit, told = None, self._on_submit
-            told()
         if getattr(results, "blocks", None) is not None:
             results.blocks = _CountedBlocks(results.blocks, self)
         return results
@@ -88,6 +84,7 @@ class Coordinator:
 
     def __init__(self, suite: Suite):
         self.prepared: set[str] = set()
+        self.inbox = Inbox()
         self.prepare(suite)
         warm_libraries()
 
@@ -101,37 +98,32 @@ class Coordinator:
             gc.freeze()  # the suite's database stays out of the collector's sight, as in a runner
             self.prepared.add(suite.name)
 
-    def run(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None = None):
-        """Yields ``None`` when it starts, :data:`CHUNKS` once its first chunks are in Ray's
-        queue (not if the case ends before), then ``(outcome, tasks)``: the case checked in
-        Jacobian chunks over the cluster, and how many tasks that took. ``gpus``: each chunk
-        task's share of a GPU (a suite on GPUs; the coordinator itself holds none). The case
-        runs in a thread of its own, so that the news of its chunks goes out while it waits
-        for them."""
+    def deliver(self, results: list[tuple[tuple[int, int], object]]) -> None:
+        """Chunks' results ``(key, payload)``, forwarded by the driver (see :class:`~.chunks.Inbox`)."""
+        for key, payload in results:
+            self.inbox.deliver(key, payload)
+
+    def run(
+        self,
+        suite: Suite,
+        case: CaseId,
+        fingerprint: str | None,
+        budget: Budget,
+        queue,
+        split: int,
+        gpus: float | None = None,
+    ):
+        """Yields ``None`` when it starts, then ``(outcome, tasks)``: the case checked in
+        Jacobian chunks that the dispatch's runners take from ``queue`` (the case's id there:
+        ``split``), and how many chunks that took. ``gpus``: the runners' share of a GPU (a
+        suite on GPUs: the coordinator itself holds none; it plans for as many chunks as the
+        GPUs hold)."""
         yield None
         self.prepare(suite)
         budget = replace(budget, max_bytes=math.inf)  # the case was split: the cluster's memory bounds it
-        submitted = threading.Event()
-        executor = CountingExecutor(RayExecutor(gpus=gpus, block_bytes=budget.block_bytes), submitted.set)
-        ended: list = []
-
-        def check() -> None:
-            try:
-                ended.append(run_case(suite, case, fingerprint, budget, distcheck_checker(executor)))
-            except BaseException as e:  # raised where the generator is, as before
-                ended.append(e)
-            finally:
-                submitted.set()
-
-        thread = threading.Thread(target=check, name=f"split case {case}", daemon=True)
-        thread.start()
-        submitted.wait()
-        if thread.is_alive():
-            yield CHUNKS
-        thread.join()
-        (outcome,) = ended
-        if isinstance(outcome, BaseException):
-            raise outcome
+        self.inbox.begin(split)
+        executor = CountingExecutor(QueueExecutor(queue, self.inbox, gpus=gpus, block_bytes=budget.block_bytes))
+        outcome = run_case(suite, case, fingerprint, budget, distcheck_checker(executor))
         yield outcome, executor.tasks
 
 
@@ -140,7 +132,9 @@ class Coordinators:
     reused, at most ``most`` run at once (the caller keeps to it)."""
 
     def __init__(self, env: dict | None):
-        self._actor = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(Coordinator).options(runtime_env=env)
+        # threads: the chunks' results arrive (``deliver``) while ``run`` waits for them
+        coordinator = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=8)(Coordinator)
+        self._actor = coordinator.options(runtime_env=env)
         self._idle: list[ray.actor.ActorHandle] = []
         self._busy: dict[ray.ObjectRefGenerator, ray.actor.ActorHandle] = {}
 
@@ -154,21 +148,25 @@ class Coordinators:
             self._idle.append(actor)
             ray.wait([actor.ready.remote()], timeout=timeout)
 
-    def start(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, gpus: float | None):
+    def start(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, *where):
         """The case on an idle coordinator (a new one if none is idle): its generator, see
-        :meth:`Coordinator.run`."""
+        :meth:`Coordinator.run` (``where``: its ``queue``, ``split`` and ``gpus``)."""
         while self._idle:
             actor = self._idle.pop()
             try:
-                generator = actor.run.remote(suite, case, fingerprint, budget, gpus)
+                generator = actor.run.remote(suite, case, fingerprint, budget, *where)
             except Exception:  # the idle coordinator is gone (its node, or its cluster): drop it
                 continue
             self._busy[generator] = actor
             return generator
         actor = self._actor.remote(suite)
-        generator = actor.run.remote(suite, case, fingerprint, budget, gpus)
+        generator = actor.run.remote(suite, case, fingerprint, budget, *where)
         self._busy[generator] = actor
         return generator
+
+    def actor(self, generator: ray.ObjectRefGenerator):
+        """The coordinator running the case of ``generator`` (None: it ended)."""
+        return self._busy.get(generator)
 
     def done(self, generator: ray.ObjectRefGenerator, failed: bool = False) -> None:
         """The case of ``generator`` has ended: its coordinator is idle again — unless it

@@ -16,6 +16,9 @@
   file ``marker`` exists (it creates it), then passes; ``flakypid`` passes only in a process
   other than the one that ran it first (the pid goes into ``marker``); ``stall``: the odd
   sample blocks as ``block``'s does, the even samples before it nap 1 s (once per check), the others pass at once.
+  ``bigdie``: ``big``, but the evaluation with its middle element perturbed (a finite
+  difference: never the evaluations that estimate and plan the case) ends the process that
+  runs it — the first time only if ``marker`` is given (it creates ``marker-died``), else always.
 """
 
 from __future__ import annotations
@@ -72,6 +75,21 @@ def _block(x):
     return x.sin()
 
 
+_MIDDLE = 1500
+
+
+def _die_in_a_column(x, marker: str | None):
+    if float(x[_MIDDLE]) != _BIG[_MIDDLE]:
+        if marker is None:
+            os._exit(3)
+        died = f"{marker}-died"
+        if not os.path.exists(died):
+            with open(died, "w"):
+                pass
+            os._exit(3)
+    return x.sin()
+
+
 def _nap(x):
     time.sleep(float(os.environ.get("FAKE_NAP", "1")))
     return x.sin()
@@ -87,6 +105,8 @@ def _flaky(marker: str, fresh: bool):
         first = int(f.read())
     return _WrongSin.apply if fresh and first == os.getpid() else torch.sin
 
+
+_BIG = [float(v) for v in torch.linspace(0.1, 0.9, 3000, dtype=torch.float64)]
 
 FUNCTIONS = {
     "sin": torch.sin,
@@ -143,11 +163,13 @@ class FakeSuite:
     def build(self, case: CaseId) -> BuiltCase:
         if case.op == "nobuild":
             raise KeyError("no such sample")
-        size = {"big": 3000, "drag": 50}.get(case.op, 4)
+        size = {"big": 3000, "bigdie": 3000, "drag": 50}.get(case.op, 4)
         x = torch.linspace(0.1, 0.9, size, dtype=torch.float64).requires_grad_()
         func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
         if case.op == "drag" and self.marks is not None:
             func = functools.partial(_drag, marks=self.marks)
+        if case.op == "bigdie":
+            func = functools.partial(_die_in_a_column, marker=self.marker)
         if case.op.startswith("nap"):
             func = _nap
         elif case.op == "stall":

@@ -1,7 +1,7 @@
 """A policy from outside the package, for the tests of the scheduling seam: last in, first out.
 
 Every group and case goes on one stack and the last put is handed out first; a group's lister
-runs the whole group (no share); nothing is handed to paused runners. Groups are weighed alike,
+runs the whole group (no share). Groups are weighed alike,
 so the driver puts them all at once, in enumeration order: the first handed out is the last
 group. What it hands out is kept in ``handed`` (in this process) and, if ``$LIFO_POLICY_LOG``
 names a file when the policy is made (on the driver), what it is given and hands out is written
@@ -45,8 +45,8 @@ class LifoPolicy:
         for cases, careful in batches:
             self._push(Item(cases=tuple(cases), careful=careful))
 
-    def take(self, paused: bool) -> Item | None:
-        if paused or not self.stack:
+    def take(self) -> Item | None:
+        if not self.stack:
             return None
         item = self.stack.pop()
         self.handed.append(name(item))

@@ -1,5 +1,5 @@
 """The work queue (resubmitted work, costly cases, groups, listed cases in batches of one group;
-who holds what; pausing) and the enumeration thread (longest first with durations)."""
+who holds what; split cases' chunks) and the enumeration thread (longest first with durations)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from distcheck.runner.chunks import CHUNK_TRIES, Chunk
 from distcheck.runner.default_policy import CostlyRule, DefaultPolicy
 from distcheck.runner.durations import Durations, load_durations
-from distcheck.runner.feed import WAIT, Enumeration, WorkQueue
+from distcheck.runner.feed import SOON, WAIT, Enumeration, WorkQueue
 from distcheck.runner.policy import PolicyContext
 from distcheck.suites import CaseId, CaseInfo, GroupInfo, UsageError
 
@@ -95,25 +96,50 @@ def test_the_work_of_a_lost_runner_goes_back_to_the_driver():
     assert queue.lost(8, None, []) == [] and queue.idle()
 
 
-def test_paused_runners_stop_and_resume_takes_work_again():
+def _chunk(split: int, n: int) -> Chunk:
+    return Chunk((split, n))
+
+
+def test_split_cases_chunks_go_out_first_and_runners_wait_for_them():
+    """A split case's chunks come before any other work; while a split case runs, runners with
+    nothing to do wait for its chunks instead of stopping."""
     queue = _queue()
     queue.put([_case("a", 0)])
-    queue.pause(True)
-    assert queue.take(0) is None
-    queue.pause(False)
+    queue.close()
+    queue.open_split(3)
+    queue.put_chunks([_chunk(3, 0), _chunk(3, 1)])
+    assert [queue.take(0).key, queue.take(1).key] == [(3, 0), (3, 1)]
     assert _name(queue.take(0)) == ["a0"]
+    assert queue.take(1) == SOON  # split case 3 may add chunks any moment
+    (held,) = queue._held
+    assert queue.take(0, finished=held) == SOON
+    queue.put_chunks([_chunk(3, 2)])
+    assert queue.take(1).key == (3, 2)
+    assert queue.end_split(3) == [1]  # runner 1 runs one of its chunks
+    queue.put_chunks([_chunk(3, 3)])  # from its coordinator, too late: dropped
+    assert queue.take(0) is None and queue.take(1) is None and queue.idle()
 
 
-def test_paused_runners_still_take_costly_cases():
-    """A split case pauses the runners; the other costly cases may be split cases too: handed
-    out all the same, they are found (and coordinated) at once, not one split after another."""
+def test_a_lost_runners_chunks_not_forwarded_run_again_until_their_last_try():
+    """A lost runner's chunks whose results the driver has not forwarded run again (a runner's
+    reports not read yet go down with it), those run too often are given up."""
     queue = _queue()
-    queue.put([_case("a", 0), _case("b", 0, cost=5000), _case("b", 1, cost=9000)])
-    queue.pause(True)
-    assert [_name(queue.take(0)), _name(queue.take(1))] == [["b1"], ["b0"]]
-    assert queue.take(0) is None  # only batches left: the runner stops
-    queue.pause(False)
-    assert _name(queue.take(0)) == ["a0"]
+    queue.open_split(0)
+    queue.put_chunks([_chunk(0, 0), _chunk(0, 1), _chunk(0, 2)])
+    queue.drop_chunks([(0, 2)])  # its results are no longer wanted
+    assert queue.take(5).key == (0, 0)
+    assert queue.chunk_lost(9) == (False, [])  # runner 9 took no chunk
+    assert queue.take(5).key == (0, 1)  # runner 5 has run (0, 0): its result not forwarded yet
+    queue.forwarded([(5, (0, 1))])  # (the driver reads a runner's reports in order: a sketch)
+    assert queue.chunk_lost(5) == (True, [])
+    assert [c.key for c in queue._chunks] == [(0, 0)]
+    for tries in range(1, CHUNK_TRIES):
+        chunk = queue.take(6)
+        assert chunk.key == (0, 0) and chunk.tries == tries
+        ran, given_up = queue.chunk_lost(6)
+        assert ran and (given_up == [] or tries == CHUNK_TRIES - 1)
+    assert [c.key for c in given_up] == [(0, 0)] and given_up[0].tries == CHUNK_TRIES - 1
+    assert queue.take(7) == SOON and not queue._chunks
 
 
 def test_durations_order_groups_longest_first(tmp_path):

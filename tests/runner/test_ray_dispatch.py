@@ -3,11 +3,13 @@ fingerprints checked, the same verdicts as serial."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from distcheck.runner import RunOptions, run_suite
+from distcheck.runner.chunks import CHUNK_TRIES
 from distcheck.suites import Selection, get_suite
 from tests.runner import fake_suite
 from tests.runner.fake_suite import FakeSuite, UngroupedFakeSuite
@@ -110,6 +112,28 @@ def test_split_case_timeout_cancels_its_tasks(ray_cluster, tmp_path):
     assert evaluations > 2  # the chunks had started
     time.sleep(2.0)
     assert len(list(tmp_path.iterdir())) == evaluations
+
+
+def test_a_chunk_whose_runner_died_runs_again(ray_cluster, tmp_path):
+    """A split case's chunks run in the runners: one that ends its runner's process (here the
+    first time only) runs again in another, and the case gets its verdict, blamed on no case."""
+    marker = str(tmp_path / "bigdie")
+    suite = FakeSuite("slow", ops=("bigdie", "sin"), samples=2, marker=marker)
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.1))
+    assert os.path.exists(f"{marker}-died")  # a chunk ended its runner
+    verdicts = {r.id: (r.verdict, r.tasks > 1) for r in result.records}
+    assert verdicts == {
+        **{f"fake::bigdie::float64::sample{k}::grad": ("pass", True) for k in range(2)},
+        **{f"fake::sin::float64::sample{k}::grad": ("pass", False) for k in range(2)},
+    }
+
+
+def test_a_chunk_that_ends_every_runner_it_runs_in_is_given_up(ray_cluster):
+    suite = FakeSuite("slow", ops=("bigdie", "sin"))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.1))
+    bigdie, sin = result.records
+    assert bigdie.verdict == "error" and f"the chunk's runner was lost {CHUNK_TRIES} times" in bigdie.message
+    assert sin.verdict == "pass"
 
 
 def test_split_cases_run_at_once_beside_batches(ray_cluster):

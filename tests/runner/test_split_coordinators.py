@@ -8,6 +8,7 @@ import types
 import pytest
 import ray
 
+from distcheck.runner import chunks as split_chunks
 from distcheck.runner import split
 from distcheck.runner.budget import Budget
 
@@ -47,40 +48,34 @@ def test_an_idle_coordinator_that_is_gone_is_replaced(monkeypatch):
 
 
 class _FakeExecutor:
-    def __init__(self, gpus=None, block_bytes=None):
-        pass
+    def __init__(self, queue, inbox, gpus=None, block_bytes=None):
+        self.queue, self.inbox = queue, inbox
 
     def submit(self, subject, units):
         return types.SimpleNamespace(tasks=len(units))
 
 
 def _coordinator(monkeypatch, run_case):
-    monkeypatch.setattr(split, "RayExecutor", _FakeExecutor)
+    monkeypatch.setattr(split, "QueueExecutor", _FakeExecutor)
     monkeypatch.setattr(split, "distcheck_checker", lambda executor: executor)
     monkeypatch.setattr(split, "run_case", run_case)
     coordinator = object.__new__(split.Coordinator)  # its suite already loaded
-    coordinator.prepared = {"s"}
-    return coordinator.run(types.SimpleNamespace(name="s"), "case", "fp", Budget(1.0))
+    coordinator.prepared, coordinator.inbox = {"s"}, split.Inbox()
+    return coordinator.run(types.SimpleNamespace(name="s"), "case", "fp", Budget(1.0), "queue", 7)
 
 
-def test_a_coordinator_says_when_its_chunks_are_queued_while_its_case_waits_for_them(monkeypatch):
-    """The driver stops the runners on that news, not when the coordinator begins (it plans
-    first: seconds in which stopped runners would leave the cluster idle)."""
-    release = threading.Event()
-
-    def waits_for_its_chunks(suite, case, fingerprint, budget, executor):
+def test_a_coordinator_says_when_it_begins_then_gives_the_outcome_and_its_chunks(monkeypatch):
+    def chunked(suite, case, fingerprint, budget, executor):
+        assert executor._inner.inbox.key() == (7, 0)  # its chunks' keys: the case's id in the queue
         executor.submit(None, [1, 2, 3])
-        assert release.wait(30)
         return "outcome"
 
-    run = _coordinator(monkeypatch, waits_for_its_chunks)
-    assert next(run) is None  # begun
-    assert next(run) == split.CHUNKS  # its chunks are queued, the case still running
-    release.set()
+    run = _coordinator(monkeypatch, chunked)
+    assert next(run) is None  # begun: its timeout runs from now
     assert next(run) == ("outcome", 3)
 
 
-def test_a_case_that_ends_before_any_chunk_sends_no_news_and_its_error_is_raised(monkeypatch):
+def test_a_case_that_ends_before_any_chunk_gives_its_outcome_and_its_error_is_raised(monkeypatch):
     run = _coordinator(monkeypatch, lambda *args: "skipped early")
     assert next(run) is None and next(run) == ("skipped early", 0)
 
@@ -91,3 +86,21 @@ def test_a_case_that_ends_before_any_chunk_sends_no_news_and_its_error_is_raised
     assert next(run) is None
     with pytest.raises(ValueError, match="rebuilding the case failed"):
         next(run)
+
+
+def test_an_inbox_drops_what_an_earlier_case_left_and_wakes_who_waits_for_a_dropped_chunk():
+    inbox = split.Inbox()
+    inbox.begin(1)
+    first = inbox.key()
+    inbox.begin(2)
+    second = inbox.key()
+    inbox.deliver(first, ["late"])  # a chunk of case 1, which has ended
+    assert not inbox.arrived(first)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(inbox.wait(second)))
+    waiter.start()
+    inbox.drop([second])
+    waiter.join(10)
+    assert got == [split_chunks.DROPPED]
+    inbox.deliver(second, ["too late"])  # dropped stays dropped
+    assert not inbox.arrived(second)
