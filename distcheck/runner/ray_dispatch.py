@@ -437,6 +437,10 @@ class _Run:
         if events is _ENDED:
             if error is not None:  # the worker died in one of the unreported cases (or listing)
                 self.lost(runner, classify(error))
+            elif not runner.careful and (self.splits or self.waiting):
+                # it found no work before the queue heard of a split case (the case that runner
+                # found to split, maybe): the split case's chunks need every runner
+                self.top_up()
             return
         runner.since = time.monotonic()
         self.losses = 0
@@ -621,7 +625,7 @@ class _Run:
             )
             self.splits[generator] = split
             self.split_ids[split.id] = generator
-            self.top_up()  # runners that ended, the queue empty, before it heard of the split case
+            self.top_up()  # runners whose end the driver has read (see receive_runner for the others)
 
     def end_split(self, split: _Split, stop_runners: bool = False) -> None:
         """``split`` ended: the queue drops its chunks; ``stop_runners``: and the runners that

@@ -16,9 +16,12 @@
   file ``marker`` exists (it creates it), then passes; ``flakypid`` passes only in a process
   other than the one that ran it first (the pid goes into ``marker``); ``stall``: the odd
   sample blocks as ``block``'s does, the even samples before it nap 1 s (once per check), the others pass at once.
-  ``bigdie``: ``big``, but the evaluation with its middle element perturbed (a finite
-  difference: never the evaluations that estimate and plan the case) ends the process that
-  runs it — the first time only if ``marker`` is given (it creates ``marker-died``), else always.
+  ``big`` with ``marks`` (a folder): a task process (not an actor, such as a split case's
+  coordinator) that evaluates it at perturbed inputs (a finite difference) leaves a file there
+  named by its pid (and such an evaluation takes 0.5 ms more). ``bigdie``: ``big``, but the
+  evaluation with its middle element perturbed (a finite difference: never the evaluations
+  that estimate and plan the case) ends the process that runs it — the first time only if
+  ``marker`` is given (it creates ``marker-died``), else always.
 """
 
 from __future__ import annotations
@@ -90,6 +93,17 @@ def _die_in_a_column(x, marker: str | None):
     return x.sin()
 
 
+def _mark_columns(x, marks: str):
+    if not torch.equal(x.detach(), _BIG_TENSOR):
+        import ray
+
+        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is None:
+            with open(os.path.join(marks, str(os.getpid())), "w"):
+                pass
+        time.sleep(0.0005)  # chunks of seconds, not milliseconds: every runner gets some
+    return x.sin()
+
+
 def _nap(x):
     time.sleep(float(os.environ.get("FAKE_NAP", "1")))
     return x.sin()
@@ -106,7 +120,8 @@ def _flaky(marker: str, fresh: bool):
     return _WrongSin.apply if fresh and first == os.getpid() else torch.sin
 
 
-_BIG = [float(v) for v in torch.linspace(0.1, 0.9, 3000, dtype=torch.float64)]
+_BIG_TENSOR = torch.linspace(0.1, 0.9, 3000, dtype=torch.float64)
+_BIG = [float(v) for v in _BIG_TENSOR]
 
 FUNCTIONS = {
     "sin": torch.sin,
@@ -168,6 +183,8 @@ class FakeSuite:
         func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
         if case.op == "drag" and self.marks is not None:
             func = functools.partial(_drag, marks=self.marks)
+        if case.op == "big" and self.marks is not None:
+            func = functools.partial(_mark_columns, marks=self.marks)
         if case.op == "bigdie":
             func = functools.partial(_die_in_a_column, marker=self.marker)
         if case.op.startswith("nap"):

@@ -100,6 +100,16 @@ def test_large_case_is_split_into_jacobian_chunks(ray_cluster):
     assert small.verdict == "pass"
 
 
+def test_a_lone_split_case_runs_its_chunks_in_every_runner(ray_cluster, tmp_path):
+    """The only case of a run splits: the other runners, and the one that found it, ran out of
+    work before the queue heard of the split case and ended; new runners take its chunks."""
+    suite = FakeSuite("slow", ops=("big",), marks=str(tmp_path))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=60, split_seconds=0.01))
+    (big,) = result.records
+    assert big.verdict == "pass" and big.tasks > 1, big
+    assert len(os.listdir(tmp_path)) >= 2  # processes that ran chunks
+
+
 def test_split_case_timeout_cancels_its_tasks(ray_cluster, tmp_path):
     """The split case's coordinator and its chunks stop: no evaluation happens after the run."""
     suite = FakeSuite("slow", ops=("drag", "sin"), marks=str(tmp_path))
