@@ -24,7 +24,11 @@ the chunks' results: the cluster's memory, counted once, not the process's). Pri
   and idle workers, whose CPU grows with the wall time on a loaded machine);
 - memory: per kind of process, the largest private peak of one process and its growth over what
   it held at the first dispatch (a process started later: over a warm worker's), against the
-  block budget (`--block-mb`, passed as ``$DISTCHECK_BLOCK_MB``) plus the case's inputs.
+  block budget (`--block-mb`, passed as ``$DISTCHECK_BLOCK_MB``) plus the case's inputs;
+- with ``--whole-suite``, each piece's memory, exactly (``distcheck.runner.memory_probe``, every
+  case, split case, chunk and block job): the largest growth of its process's resident memory
+  while it ran, and the pieces that grew it by more than the block budget plus their case's
+  inputs (the sampling above sees every 0.5 s, and what a process kept from earlier pieces).
 
 A process counts as the kinds it was seen as (a Ray worker renames itself for every task).
 Linux only. Nothing is written in the checkout: reports go to a temporary folder.
@@ -51,6 +55,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.loopback import proc_entries  # noqa: E402
+from distcheck.runner import memory_probe  # noqa: E402
 from distcheck.runner.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -289,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {round_ + 1}, one process: case {one.case_seconds:.1f} s, CPU {cpu:.1f} s")
         for code in codes:
             env = {**os.environ, "PYTHONPATH": f"{code}:{ROOT}", "DISTCHECK_BLOCK_MB": f"{args.block_mb:g}"}
+            probes = tempfile.TemporaryDirectory(prefix="bench_split-probe-")
+            if args.whole_suite:
+                env[memory_probe.ENV] = probes.name
             split = run_split(base, env, args.workers, args.every)
             window = split.summary["seconds"] - split.summary["first_dispatch"]
             total, since, by_kind = split.window(window)
@@ -328,7 +336,40 @@ def main(argv: list[str] | None = None) -> int:
                     f"    {kind:28s} peak {peak / 1024:7.1f} MB, growth {growth / 1024:7.1f} MB, "
                     f"shared {shared / 1024:7.1f} MB"
                 )
+            if args.whole_suite:
+                print_pieces(memory_probe.read(probes.name), args.block_mb * 2**20)
+            probes.cleanup()
     return 0
+
+
+def print_pieces(pieces: list[dict], budget: float) -> None:
+    """Per kind of piece (distcheck.runner.memory_probe), the largest growth of its process's
+    private memory while one ran (and of its resident memory, which counts the object store's
+    pages it read), and the pieces whose private growth exceeds the block budget plus their
+    case's inputs."""
+    print(
+        f"    each piece measured in its process: the largest growth of private memory over what the process held "
+        f"before it (resident memory, object store pages included); block budget {budget / 2**20:g} MB:"
+    )
+
+    def private(p: dict) -> int:
+        return p["private_peak"] - p["private_before"]
+
+    over_all = []
+    for kind in ("case", "split case", "chunk", "block job"):
+        of_kind = [p for p in pieces if p["kind"] == kind]
+        if not of_kind:
+            continue
+        grown = max(of_kind, key=private)
+        resident = max(p["peak"] - p["before"] for p in of_kind)
+        over = [p for p in of_kind if private(p) > budget + p["inputs"]]
+        over_all += over
+        print(
+            f"    {kind:10s} {len(of_kind):6,}: {private(grown) / 2**20:6.1f} MB ({resident / 2**20:6.1f} MB), "
+            f"{grown['what']}, inputs {grown['inputs'] / 2**20:.1f} MB; over the budget + inputs: {len(over)}"
+        )
+    for p in sorted(over_all, key=lambda p: p["inputs"] - private(p))[:10]:
+        print(f"      over: {p['kind']} {p['what']}: {private(p) / 2**20:.1f} MB, inputs {p['inputs'] / 2**20:.1f} MB")
 
 
 def suite_line(report: dict) -> str:

@@ -230,7 +230,7 @@ _SUBJECTS: collections.OrderedDict[str, Subject] = collections.OrderedDict()
 _SUBJECTS_KEPT = 4  # per worker process: the checks it is working on
 
 
-def _worker_subject(ref: ray.ObjectRef) -> Subject:
+def worker_subject(ref: ray.ObjectRef) -> Subject:
     """The check's subject, deserialized once per worker process (least recently used evicted)."""
     key = ref.hex()
     if key in _SUBJECTS:
@@ -267,7 +267,7 @@ def run_units(box: list[ray.ObjectRef], units: list[Unit]) -> list[UnitResult]:
     worker = _worker_name()
     modules = len(sys.modules)
     try:
-        subject = _worker_subject(ref)  # imports the engine (torch: seconds) in a fresh worker
+        subject = worker_subject(ref)  # imports the engine (torch: seconds) in a fresh worker
     except Exception as e:  # e.g. the function's module cannot be imported on this node
         failed = _portable(UnitResult(error=e, traceback=traceback.format_exc(), worker=worker))
         return [replace(failed) for _ in units]

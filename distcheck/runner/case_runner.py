@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from distcheck.engines import get_engine
 from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
-from distcheck.runner import artifacts
+from distcheck.runner import artifacts, memory_probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import Checker, distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
@@ -76,11 +76,13 @@ def run_case(
     distcheck's checks on the serial executor unless given (a runner passes a Ray executor's
     for a case it splits)."""
     start = time.perf_counter()
-    with get_engine(suite.engine).threads(1), warnings.catch_warnings():
+    kind = "case" if checker is None else "split case"
+    with memory_probe.probe(kind, str(case)) as piece, get_engine(suite.engine).threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ops' deprecation warnings, from every worker: noise
         built, refused = build_checked(suite, case, expected)
         if refused is not None:
             return refused
+        piece.inputs = memory_probe.size_of(built.inputs)
         estimated = None
         if has_slow_calls(built):
             try:

@@ -19,7 +19,9 @@ the chunk's units' error, as a Ray task's failure would give it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import threading
 import traceback
 from collections.abc import Sequence
@@ -29,9 +31,10 @@ import ray
 from ray.exceptions import RayError
 
 from distcheck.executors.ray_blocks import run_block_job
-from distcheck.executors.ray_executor import RayExecutor, run_units
+from distcheck.executors.ray_executor import RayExecutor, run_units, worker_subject
 from distcheck.plan.comparisons import BlockJob, JobOutcome
 from distcheck.plan.units import Unit, UnitResult
+from distcheck.runner import memory_probe
 
 CHUNK_TRIES = 4  # runs of a chunk whose runner died each time, at most (a Ray task's 1 + max_retries 3)
 
@@ -58,8 +61,14 @@ class Chunk:
 def run_chunk(chunk: Chunk) -> list[UnitResult] | JobOutcome:
     """Run ``chunk`` in this worker (a runner)."""
     if chunk.job is not None:
-        return run_block_job(chunk.where, chunk.job)
-    return run_units(chunk.box, list(chunk.units))
+        with memory_probe.probe("block job", f"split {chunk.split} job {chunk.key[1]}"):
+            return run_block_job(chunk.where, chunk.job)
+    with memory_probe.probe("chunk", f"split {chunk.split} chunk {chunk.key[1]}") as piece:
+        results = run_units(chunk.box, list(chunk.units))
+        if os.environ.get(memory_probe.ENV):  # the subject is this process's cached copy
+            with contextlib.suppress(Exception):
+                piece.inputs = memory_probe.size_of([v.inputs for v in worker_subject(chunk.box[0]).variants.values()])
+        return results
 
 
 class Lost(RuntimeError):

@@ -1,0 +1,168 @@
+"""How much memory one piece of a run takes in the process that runs it: opt-in measurement
+for ``benchmarks/bench_split.py --whole-suite``, through ``$DISTCHECK_MEMORY_PROBE`` (a folder).
+
+With it set, each piece — a case a runner checks whole (from its rebuild to its verdict or its
+split request), a split case on its coordinator (from its rebuild to its verdict: everything
+but the chunks and block jobs), a chunk or a block job a runner runs — appends a JSON line to
+``<folder>/<pid>.jsonl``: its kind, what it was, the bytes of the case's inputs, and two
+measures of the process's memory, before the piece and at its peak while it ran:
+
+- ``private_before`` / ``private_peak``: private memory (``RssAnon``: what the process itself
+  allocated), sampled every :data:`SAMPLE_EVERY` seconds by a thread of the probe, and at the
+  piece's end;
+- ``before`` / ``peak``: resident memory (``VmRSS``, and the kernel's exact peak mark
+  ``VmHWM``), which also counts every page of the object store the piece read (Ray's shared
+  memory: the cluster's, mapped into the process; a page read stays counted until the object is
+  deleted) and code run for the first time.
+
+Before a piece, the heap's free memory goes back to the system (``malloc_trim``) and the peak
+marks are reset, so that a piece's peak is its own: memory the allocator kept from an earlier
+piece cannot hide it. In a process running several pieces at once (the coordinator's threads)
+the marks are reset only when no other piece runs, so a piece's peak may include another's,
+never less than its own. Unset, a piece costs one environment lookup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+ENV = "DISTCHECK_MEMORY_PROBE"
+SAMPLE_EVERY = 0.001  # seconds: touching 64 MB of new pages takes ~10 ms, so no such peak is missed
+
+_lock = threading.Lock()
+_running = 0
+_private_peak = 0
+_wake = threading.Event()
+
+
+@dataclass
+class Piece:
+    """What a probed piece says of itself while it runs: its case's inputs, once known."""
+
+    inputs: int = 0
+
+
+def _status() -> dict[str, int]:
+    """``VmRSS``, ``VmHWM`` and ``RssAnon`` of this process, in bytes."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:")):
+                key, value = line.split(":", 1)
+                out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+def _private() -> int:
+    return _status()["RssAnon"]
+
+
+@functools.cache
+def _libc():
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
+
+
+def _trim() -> None:
+    trim = _libc()
+    if trim is not None:  # elsewhere a piece's growth may be hidden by memory freed before it
+        trim(0)
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _sample() -> None:
+    """The sampler thread's loop: the private peak, while a piece runs."""
+    global _private_peak
+    while True:
+        _wake.wait()
+        with _lock:
+            if _running:
+                _private_peak = max(_private_peak, _private())
+            else:
+                _wake.clear()  # under the lock: a piece that starts sets it again
+        time.sleep(SAMPLE_EVERY)
+
+
+@functools.cache
+def _sampler() -> threading.Thread:
+    thread = threading.Thread(target=_sample, name="distcheck-memory-probe", daemon=True)
+    thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def probe(kind: str, what: str) -> Iterator[Piece]:
+    """Measure the ``with`` body as one piece (see the module); yields its :class:`Piece`."""
+    piece = Piece()
+    folder = os.environ.get(ENV)
+    if not folder:
+        yield piece
+        return
+    global _running, _private_peak
+    _sampler()
+    with _lock:
+        _trim()
+        status = _status()
+        if _running == 0:
+            _reset_peak()
+            _private_peak = status["RssAnon"]
+        _running += 1
+        before, private_before = status["VmRSS"], status["RssAnon"]
+        _wake.set()
+    try:
+        yield piece
+    finally:
+        with _lock:
+            status = _status()
+            _private_peak = max(_private_peak, status["RssAnon"])
+            line = {
+                "kind": kind,
+                "what": what,
+                "inputs": piece.inputs,
+                "before": before,
+                "peak": status["VmHWM"],
+                "private_before": private_before,
+                "private_peak": _private_peak,
+            }
+            _running -= 1
+        with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def size_of(value, seen: set[int] | None = None) -> int:
+    """Bytes of the arrays and tensors in ``value`` (nested in tuples, lists and dicts), each
+    object counted once."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, (tuple, list)):
+        return sum(size_of(v, seen) for v in value)
+    if isinstance(value, dict):
+        return sum(size_of(v, seen) for v in value.values())
+    nbytes = getattr(value, "nbytes", None)  # numpy, torch, JAX arrays
+    return nbytes if isinstance(nbytes, int) else 0
+
+
+def read(folder: str) -> list[dict]:
+    """Every piece's line written under ``folder``, with its ``pid``."""
+    out = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".jsonl"):
+            with open(os.path.join(folder, name)) as f:
+                out.extend({**json.loads(line), "pid": int(name[:-6])} for line in f if line.strip())
+    return out
