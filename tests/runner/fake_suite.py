@@ -18,7 +18,7 @@
   sample blocks as ``block``'s does, the even samples before it nap 1 s (once per check), the others pass at once.
   ``big`` with ``marks`` (a folder): a task process (not an actor, such as a split case's
   coordinator) that evaluates it at perturbed inputs (a finite difference) leaves a file there
-  named by its pid (and such an evaluation takes 0.5 ms more). ``bigdie``: ``big``, but the
+  named by its pid (and every evaluation of it takes 2 ms). ``bigdie``: ``big``, but the
   evaluation with its middle element perturbed (a finite difference: never the evaluations
   that estimate and plan the case) ends the process that runs it — the first time only if
   ``marker`` is given (it creates ``marker-died``), else always.
@@ -94,13 +94,17 @@ def _die_in_a_column(x, marker: str | None):
 
 
 def _mark_columns(x, marks: str):
+    """sin, marking the processes (not actors) that evaluate it at a perturbed input: those
+    that run finite-difference chunks. Every evaluation takes 2 ms, so that the estimate and
+    the chunks' plan see the columns' cost (timed at the unperturbed input, a cheap sin would
+    put all of them in one chunk) and a runner that starts late still gets chunks."""
     if not torch.equal(x.detach(), _BIG_TENSOR):
         import ray
 
         if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is None:
             with open(os.path.join(marks, str(os.getpid())), "w"):
                 pass
-        time.sleep(0.0005)  # chunks of seconds, not milliseconds: every runner gets some
+    time.sleep(0.002)
     return x.sin()
 
 
