@@ -27,8 +27,9 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
   starts one, and its result, which the driver forwards to the coordinator (the chunk counts
   as done then). Jacobians within the block budget (``block_bytes``) are assembled and
   compared on the coordinator (``assembly_per_byte``); larger ones never meet in one process:
-  their chunks are cut so that each unit's result holds at most half the budget (at least ``2 ·
-  bytes / block_bytes`` units, columns and rows), and one block job per numerical column unit
+  their chunks are cut so that each unit holds at most half the budget while it runs (at least
+  ``bytes / block_bytes`` column units and twice as many row units, which compute every row
+  twice: ``3 · bytes / block_bytes`` units), and one block job per numerical column unit
   compares it with the rows it meets on a worker slot (``assembly_per_byte`` of its share of the
   bytes, overhead, not work), as ``executors/ray_blocks.py``. Then the coordinator's record goes
   to the driver.
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from benchmarks.sim.calibration import Calibration
 from benchmarks.sim.workload import Case, Workload
 from distcheck.kinds import CheckKind
+from distcheck.plan.comparisons import whole_bytes
 from distcheck.runner.default_policy import DefaultPolicy
 from distcheck.runner.durations import Durations
 from distcheck.runner.policy import PolicyContext, WorkPolicy
@@ -329,16 +331,17 @@ class Model:
             self.at(start, self.coordinate, split)
 
     def blockwise(self, case: Case) -> bool:
-        """Whether the case's Jacobians are compared by block jobs (over the block budget)."""
-        return case.bytes > self.c.block_bytes
+        """Whether the case's Jacobians are compared by block jobs (compared whole, over the
+        block budget)."""
+        return whole_bytes(case.bytes) > self.c.block_bytes
 
     def chunk_sizes(self, case: Case) -> list[float]:
         """Chunks of about ``chunk_rounds`` rounds over the workers, the first twice as long as
-        the second; over the block budget at least ``2 · bytes / block_bytes`` equal ones."""
+        the second; over the block budget at least ``3 · bytes / block_bytes`` equal ones."""
         work = case.seconds
         count = max(1, min(self.c.chunk_rounds * self.p, int(work / self.c.chunk_min)))
         if self.blockwise(case):
-            units = math.ceil(2 * case.bytes / self.c.block_bytes)
+            units = math.ceil(3 * case.bytes / self.c.block_bytes)
             if units > count:
                 return [work / units] * units
         first = min(count, self.p)
@@ -387,7 +390,7 @@ class Model:
         elif split.compared:  # the block jobs' summaries are in
             self.at(t, self.split_recorded, split)
         else:
-            jobs = max(1, split.units // 2)  # one per numerical column unit
+            jobs = max(1, split.units // 3)  # one per numerical column unit
             split.compared, split.chunks = True, jobs
             self.enqueue_chunks(t, [_Task(BLOCK, -1, seconds=comparing / jobs, split=split) for _ in range(jobs)])
 

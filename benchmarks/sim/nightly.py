@@ -14,7 +14,8 @@ A case without a recorded estimate (an op forced to fast mode) takes the ratios 
 and 4). Every op is assumed to run every check kind (PyTorch skips forward AD for ops without
 it): an overestimate. As on a Ray cluster (``runner/budget.py``): a scaled case above the split
 threshold with more than one column splits whatever its Jacobians' size (compared block by block
-on the workers), and so does a shorter one whose Jacobians exceed the block budget, unless they
+on the workers), and so does a shorter one that checked in one process would exceed the block
+budget (``distcheck.plan.comparisons.serial_bytes``), unless they
 exceed the cluster's memory (``cluster_bytes``): then it is skipped, as the budget skips it; the
 others run whole."""
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import math
 
 from benchmarks.sim.workload import Case, Group, Workload
+from distcheck.plan.comparisons import serial_bytes
 from distcheck.suites.replay import Recorded, Recording
 
 KINDS = ("grad", "gradgrad", "fwgrad", "fwgrad_bwgrad")
@@ -45,7 +47,7 @@ def _case(recorded: Recorded, kind: str, split_seconds: float, block_bytes: floa
     itemsize = recorded.bytes // (2 * recorded.columns * recorded.rows) if recorded.columns * recorded.rows else 8
     columns, rows = _sizes(recorded, kind)
     size = 2 * columns * rows * itemsize
-    return Case(seconds, (seconds > split_seconds or size > block_bytes) and columns > 1, columns, size)
+    return Case(seconds, (seconds > split_seconds or serial_bytes(size) > block_bytes) and columns > 1, columns, size)
 
 
 def nightly(

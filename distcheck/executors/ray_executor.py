@@ -473,7 +473,7 @@ class RayExecutor:
             return LocalResults(subject, units, where)
         ensure_ray(self.address, self.runtime_env)
         box = [self._subject_ref(subject)]
-        tasks = getattr(self._policy, "tasks", None)
+        tasks = getattr(self.policy, "tasks", None)  # with the block budget: a task holds at most half
         groups = tasks(units, subject.costs) if tasks else [[k] for k in range(len(units))]
         return self._start(box, units, groups)
 

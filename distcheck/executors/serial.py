@@ -6,6 +6,7 @@ as the reference does, and computes nothing after it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -30,17 +31,26 @@ class SerialResults:
 
 class SerialExecutor:
     """In-process execution. ``threads`` intra-op threads per unit (1, as on Ray workers, so
-    that both executors compute bitwise-identical numbers)."""
+    that both executors compute bitwise-identical numbers). ``block_bytes``: a comparison
+    whose Jacobians, joined, would take more (:func:`~distcheck.plan.comparisons.whole_bytes`)
+    is made block by block on the units' results, never joined (same verdicts and messages);
+    by default every comparison is joined."""
 
     name = "serial"
     workers = 1
     policy = Whole()
 
-    def __init__(self, threads: int = 1):
-        self.threads = threads
+    def __init__(self, threads: int = 1, block_bytes: float = math.inf):
+        self.threads, self.block_bytes = threads, block_bytes
 
     def submit(self, subject: Subject, units: Sequence[Unit]) -> SerialResults:
-        return SerialResults(subject, units, self.threads)
+        results = SerialResults(subject, units, self.threads)
+        if math.isfinite(self.block_bytes):
+            from distcheck.reduce.blockwise import LocalBlocks
+
+            results.blocks = LocalBlocks(results, self.block_bytes)
+        return results
 
     def __repr__(self) -> str:
-        return f"SerialExecutor(threads={self.threads})"
+        budget = "" if math.isinf(self.block_bytes) else f", block_bytes={self.block_bytes:g}"
+        return f"SerialExecutor(threads={self.threads}{budget})"

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from distcheck.plan.chunking import Workload, even_ranges
-from distcheck.plan.units import AnalyticalRows, NumericalColumns
+from distcheck.plan.units import AnalyticalRows, ForwardColumns, NumericalColumns
+from distcheck.plan.units.slots import slots_bytes
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ class CostModel:
         return max(1, pieces - pieces % workers if pieces >= workers else pieces)
 
     def chunks(self, workload: Workload) -> list[tuple[int, int]]:
-        """:meth:`timed_chunks`, cut finer where a piece's result would exceed half the block
-        budget (a block job holds two of them)."""
+        """:meth:`timed_chunks`, cut finer where a piece would hold more than half the block
+        budget (a block job holds two results; a task, its units' results)."""
         ranges = self.timed_chunks(workload)
         if workload.bytes_per_item and math.isfinite(self.block_bytes):
             most = max(1, int(self.block_bytes / 2 // workload.bytes_per_item))
@@ -85,19 +86,23 @@ class CostModel:
 
     def tasks(self, units: Sequence[Any], costs: Any) -> list[list[int]]:
         """Unit indices grouped into tasks, longest task first: consecutive units share a task
-        while their estimated total stays under ``min_task``. Without costs (``None``), one
-        unit per task, in order."""
+        while their estimated total stays under ``min_task`` and what they hold (their
+        results, :func:`unit_bytes`) under half the block budget, so that a task holds no more
+        than a unit may. Without costs (``None``), one unit per task, in order."""
         if costs is None:
             return [[index] for index in range(len(units))]
         groups: list[list[int]] = []
         seconds: list[float] = []
+        held: list[int] = []
         for index, unit in enumerate(units):
-            estimate = unit_seconds(unit, costs)
-            if not groups or seconds[-1] + estimate > self.min_task:
+            estimate, size = unit_seconds(unit, costs), unit_bytes(unit)
+            if not groups or seconds[-1] + estimate > self.min_task or held[-1] + size > self.block_bytes / 2:
                 groups.append([])
                 seconds.append(0.0)
+                held.append(0)
             groups[-1].append(index)
             seconds[-1] += estimate
+            held[-1] += size
         order = sorted(range(len(groups)), key=lambda task: -seconds[task])  # stable: ties stay in order
         return [groups[task] for task in order]
 
@@ -143,6 +148,18 @@ def unit_seconds(unit: Any, costs: Any) -> float:
     if isinstance(unit, AnalyticalRows):
         return unit.size * 2 * costs.backward
     return getattr(unit, "size", 1) * (costs.evaluation + costs.backward)
+
+
+def unit_bytes(unit: Any) -> int:
+    """What a unit holds while it runs, in bytes: its result's Jacobian blocks (twice for
+    analytical rows, computed twice); 0 for any other unit."""
+    if isinstance(unit, NumericalColumns):
+        return unit.size * slots_bytes(unit.outputs)
+    if isinstance(unit, AnalyticalRows):
+        return 2 * unit.size * slots_bytes(unit.inputs)
+    if isinstance(unit, ForwardColumns):
+        return unit.size * slots_bytes(unit.outputs)
+    return 0
 
 
 def work_seconds(units: Sequence[Any], costs: Any) -> float:

@@ -42,6 +42,7 @@ from distcheck.plan.units import (
     OutputSlot,
     Unit,
 )
+from distcheck.plan.units.slots import slots_bytes
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,6 @@ def _real_dtype(dtype: np.dtype) -> np.dtype:
 
 def _numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
-
-
-def _bytes(slots) -> int:
-    """Bytes of one item (a column or row) of the Jacobian blocks of ``slots`` (None: not computed)."""
-    return sum(s.numel * np.dtype(s.dtype).itemsize for s in slots if s is not None)
 
 
 class _Builder:
@@ -170,7 +166,7 @@ class _Builder:
         slots = self.output_slots(outputs, wanted, info)
         per_item = None if whole else self.per_item(4 if info.is_complex else 2, "evaluation")
         items = info.perturbable
-        ranges = [(0, items)] if whole else self.chunks(items, per_item, _bytes(slots))
+        ranges = [(0, items)] if whole else self.chunks(items, per_item, slots_bytes(slots))
         sparse = info.elements is not None
         return [
             NumericalColumns(
@@ -209,7 +205,8 @@ class _Builder:
         self, variant: VariantKey, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
     ) -> list[AnalyticalRows]:
         numel = _numel(output.shape)
-        ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"), _bytes(inputs))
+        held = 2 * slots_bytes(inputs)  # every row computed twice, both runs held (nondet_tol)
+        ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"), held)
         return [AnalyticalRows(variant, output.position, start, stop, inputs) for start, stop in ranges]
 
     def forward_columns(
@@ -231,7 +228,7 @@ class _Builder:
         if vector is not None:
             ranges = [(0, 1)]
         else:
-            ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "evaluation"), _bytes(slots))
+            ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "evaluation"), slots_bytes(slots))
         return [
             ForwardColumns(variant, index, positions, start, stop, slots, complex_outputs, vector)
             for start, stop in ranges

@@ -23,7 +23,7 @@ import numpy as np
 
 from distcheck.kinds import Mode
 from distcheck.numerics.blocks import combine
-from distcheck.plan.comparisons import BlockJob, Cut, JobOutcome, Tile, Window
+from distcheck.plan.comparisons import BlockJob, Cut, JobOutcome, Tile, Window, whole_bytes
 from distcheck.plan.stages import JacobianComparison
 from distcheck.plan.units import ColumnsResult, NumericalColumns, RowsResult, UnitResult
 from distcheck.reduce import messages
@@ -68,7 +68,7 @@ def applies(plan, stage: JacobianComparison, runner: BlockRunner | None) -> bool
     numerical = [plan.units[u] for units in stage.numerical for u in units]
     if any(not isinstance(u, NumericalColumns) or u.sparse for u in numerical):
         return False
-    return jacobian_bytes(plan, stage) > runner.budget
+    return whole_bytes(jacobian_bytes(plan, stage)) > runner.budget
 
 
 class _Grid:

@@ -5,7 +5,8 @@ A slow-mode check holds dense Jacobians: a numerical and an analytical one of
 cases that are not tiny, it also times a few evaluations and backward passes) and counts
 
 - memory: 2 · Σ input numel · Σ output numel · itemsize (16 bytes for complex, 8 otherwise),
-  for the largest call of the case (gradgradcheck checks the derived function
+  twice that where an output is complex (its real and imaginary parts are checked each, with
+  Jacobians of their own), for the largest call of the case (gradgradcheck checks the derived function
   ``(inputs, grad_outputs) -> grads``: Σ (input + output) numel × Σ input numel);
 - time: central differences cost 2 evaluations per input element (4 if complex), analytical
   rows 2 backward passes per output element (twice more for complex outputs: real and
@@ -27,6 +28,7 @@ from enum import StrEnum
 
 from distcheck.engines import engine_for, reference_scope
 from distcheck.engines.derivatives import row_vjp
+from distcheck.plan.comparisons import serial_bytes
 from distcheck.plan.cost_model import best_time
 from distcheck.suites.base import BuiltCase, CheckCall
 
@@ -73,6 +75,7 @@ class Estimate:
     rows: int  # output elements: Jacobian rows (backward passes)
     itemsize: int
     seconds: float
+    parts: int = 1  # 2 where a checked output is complex: its real and imaginary parts, checked each
 
     @property
     def jacobian_bytes(self) -> int:
@@ -80,13 +83,15 @@ class Estimate:
 
     @property
     def bytes(self) -> int:
-        """Numerical and analytical Jacobians, both held at once."""
-        return 2 * self.jacobian_bytes
+        """Numerical and analytical Jacobians, both held at once (for each part)."""
+        return 2 * self.parts * self.jacobian_bytes
 
     def describe(self) -> str:
+        parts = " of each of the real and imaginary parts" if self.parts == 2 else ""
         return (
             f"Jacobian {self.columns:,} × {self.rows:,} ({human_bytes(self.jacobian_bytes)} dense; "
-            f"{human_bytes(self.bytes)} for the numerical and analytical ones), about {self.seconds:.3g} s of work"
+            f"{human_bytes(self.bytes)} for the numerical and analytical ones{parts}), "
+            f"about {self.seconds:.3g} s of work"
         )
 
     def to_json(self) -> dict:
@@ -100,6 +105,8 @@ class _Measured:
     itemsize: int
     evaluation: float
     backward: float
+    complex_inputs: bool
+    complex_outputs: bool
 
 
 def _measure(case: BuiltCase) -> _Measured:
@@ -123,8 +130,10 @@ def _measure(case: BuiltCase) -> _Measured:
             with reference_scope():
                 vjp = row_vjp(engine, case.func, case.inputs, differentiable[0][0], diff)
                 backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
-    is_complex = any(i.is_complex for i in inputs) or any(o.is_complex for _, o in differentiable)
-    return _Measured(columns, rows, 16 if is_complex else 8, evaluation, backward)
+    complex_inputs = any(i.is_complex for i in inputs)
+    complex_outputs = any(o.is_complex for _, o in differentiable)
+    itemsize = 16 if complex_inputs or complex_outputs else 8
+    return _Measured(columns, rows, itemsize, evaluation, backward, complex_inputs, complex_outputs)
 
 
 def _call_estimate(m: _Measured, call: CheckCall) -> Estimate:
@@ -134,14 +143,16 @@ def _call_estimate(m: _Measured, call: CheckCall) -> Estimate:
         columns, rows = m.columns + m.rows, m.columns
         evaluation, backward = m.evaluation + m.backward, 2 * m.backward
         forward = kwargs.get("check_fwd_over_rev", False)
+        parts = 2 if m.complex_inputs else 1  # the derived function's outputs: grads of the inputs
     else:
         columns, rows, evaluation, backward = m.columns, m.rows, m.evaluation, m.backward
         forward = kwargs.get("check_forward_ad", False)
+        parts = 2 if m.complex_outputs else 1
     if kwargs.get("fast_mode", False):
         return Estimate(0, 0, m.itemsize, 4 * (evaluation + backward))
     numerical = 2 * complex_factor * columns * evaluation
     analytical = complex_factor * columns * 2 * evaluation if forward else 2 * complex_factor * rows * backward
-    return Estimate(columns, rows, m.itemsize, numerical + analytical)
+    return Estimate(columns, rows, m.itemsize, numerical + analytical, parts)
 
 
 def estimate(case: BuiltCase) -> Estimate:
@@ -149,7 +160,7 @@ def estimate(case: BuiltCase) -> Estimate:
     measured = _measure(case)
     calls = [_call_estimate(measured, call) for call in case.calls]
     largest = max(calls, key=lambda e: e.bytes)
-    return Estimate(largest.columns, largest.rows, largest.itemsize, sum(e.seconds for e in calls))
+    return Estimate(largest.columns, largest.rows, largest.itemsize, sum(e.seconds for e in calls), largest.parts)
 
 
 def has_slow_calls(case: BuiltCase) -> bool:
@@ -163,8 +174,10 @@ class Budget:
     than ``split_seconds`` of work is split into Jacobian chunks (None: never split), unless its
     Jacobians exceed ``split_max_bytes`` — outside Ray: on a Ray cluster a long case splits
     whatever its Jacobians' size up to ``cluster_bytes`` (the nodes' memory), its Jacobians
-    compared block by block on the workers, and above it is skipped; a short case whose
-    Jacobians exceed the block budget (``block_bytes``) but not ``max_bytes`` splits too. ``device_memory``:
+    compared block by block on the workers, and above it is skipped; a short case that would
+    hold more than the block budget (``block_bytes``) checked in one process (see
+    :func:`~distcheck.plan.comparisons.serial_bytes`), its Jacobians within ``max_bytes``, splits
+    too. ``device_memory``:
     ``max_bytes`` is the default, and a case on a GPU gets a quarter of that GPU's memory
     instead (read where it runs, see :meth:`on_device`)."""
 
@@ -196,12 +209,13 @@ class Budget:
     def decide(self, estimate: Estimate) -> tuple[Decision, str]:
         """``(decision, reason)``. On a Ray cluster a long case splits whatever its Jacobians'
         size (they are compared block by block on the workers), up to the cluster's memory; so
-        does a short one whose Jacobians exceed the block budget (within ``max_bytes``: above
-        it, a short case is skipped as outside Ray), so that no process holds more than that
-        budget of Jacobians."""
+        does a short one that checked in one process would exceed the block budget (within
+        ``max_bytes``: above it, a short case is skipped as outside Ray), so that no process
+        holds more than that budget of Jacobians."""
         splits = self.split_seconds is not None
         long = splits and estimate.seconds > self.split_seconds
-        large = splits and not long and self.block_budget < estimate.bytes <= self.max_bytes
+        held = serial_bytes(estimate.bytes)
+        large = splits and not long and self.block_budget < held and estimate.bytes <= self.max_bytes
         cluster = (self.cluster_bytes or cluster_memory()) if long or large else None
         if cluster is not None:
             if estimate.bytes > cluster:
@@ -212,7 +226,8 @@ class Budget:
             if large:
                 return (
                     SPLIT,
-                    f"Jacobians of {human_bytes(estimate.bytes)} > the block budget {human_bytes(self.block_budget)}",
+                    f"Jacobians of {human_bytes(estimate.bytes)}, checked in one process about "
+                    f"{human_bytes(held)} > the block budget {human_bytes(self.block_budget)}",
                 )
             return SPLIT, f"estimated {estimate.seconds:.3g} s > {self.split_seconds:g} s"
         if estimate.bytes > self.max_bytes:

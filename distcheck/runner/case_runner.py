@@ -95,7 +95,8 @@ def run_case(
                 return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
             if decision == SPLIT:
                 return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
-        verdict, message, blocks = judged(built, checker or distcheck_checker(SerialExecutor()))
+        serial = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
+        verdict, message, blocks = judged(built, checker or distcheck_checker(serial))
         try:
             kept = None if blocks is None else artifacts.bounded(blocks)
         except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them

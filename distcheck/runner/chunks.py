@@ -63,7 +63,8 @@ def run_chunk(chunk: Chunk) -> list[UnitResult] | JobOutcome:
     if chunk.job is not None:
         with memory_probe.probe("block job", f"split {chunk.split} job {chunk.key[1]}"):
             return run_block_job(chunk.where, chunk.job)
-    with memory_probe.probe("chunk", f"split {chunk.split} chunk {chunk.key[1]}") as piece:
+    units = ", ".join(f"{type(u).__name__} {getattr(u, 'size', 1)}" for u in chunk.units[:4])
+    with memory_probe.probe("chunk", f"split {chunk.split} chunk {chunk.key[1]}: {units}") as piece:
         results = run_units(chunk.box, list(chunk.units))
         if os.environ.get(memory_probe.ENV):  # the subject is this process's cached copy
             with contextlib.suppress(Exception):

@@ -90,14 +90,14 @@ def test_a_split_case_spreads_over_every_worker():
 
 
 def test_a_split_case_over_the_block_budget_is_compared_by_block_jobs_on_the_workers():
-    """Its chunks hold at most half the block budget each, and one block job per numerical
+    """Its units hold at most half the block budget each (rows twice), and one block job per numerical
     column unit compares on a worker slot (overhead, not work); within the budget the
     coordinator compares, on no slot."""
     block = Calibration(block_bytes=2**20, assembly_per_byte=1e-6)  # 1 s a MB: visible
     big = Workload("slow", (Group("big", (Case(64.0, split=True, columns=16000, bytes=100 * 2**20),)),))
     p = predict(big, 64, block)
-    units = 200  # 2 * 100 MB / 1 MB, more than the 128 timed chunks
-    assert p.tasks == 2 + units + units // 2
+    units = 300  # 100 columns and 200 rows units of 100 MB / 1 MB, more than the 128 timed chunks
+    assert p.tasks == 2 + units + units // 3
     assert p.work == pytest.approx(64.0)
     assert p.overhead >= 100 * 2**20 * 1e-6  # the comparison, on the slots
     assert p.work + p.overhead + p.starved + p.tail == pytest.approx(64 * p.wall)

@@ -12,7 +12,7 @@ import distcheck
 from distcheck.executors.ray_executor import RayExecutor
 from distcheck.executors.serial import SerialExecutor
 from distcheck.plan.chunking import Workload
-from distcheck.plan.cost_model import CostModel
+from distcheck.plan.cost_model import CostModel, unit_bytes
 from tests.parity.cases import ALL
 from tests.parity.runner import run
 from tests.reduce.test_blockwise import Pieces, Scaled
@@ -22,12 +22,16 @@ SAMPLE = [c for c in ALL if c.name in NAMES | {"wrong_second_output", "real_to_c
 
 
 class Counted(RayExecutor):
-    """A Ray executor that counts the block jobs it ran."""
+    """A Ray executor that counts the block jobs it ran, and keeps the tasks' units."""
 
     def submit(self, subject, units):
         results = super().submit(subject, units)
         self.blocks = results.blocks
         return results
+
+    def _start(self, box, units, groups):
+        self.tasks_units = [[units[k] for k in members] for members in groups]
+        return super()._start(box, units, groups)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +62,9 @@ def test_a_large_failing_check_on_the_cost_model(ray_cluster):
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
     assert executor.blocks.tasks >= 2 * math.ceil(n * n * 8 / (32 * 2**10))  # a job per column unit, twice
+    # no task holds more than half the budget: the cost model's groups, with the executor's budget
+    assert all(sum(unit_bytes(u) for u in units) <= 32 * 2**10 for units in executor.tasks_units)
+    assert max(len(units) for units in executor.tasks_units) > 1  # small units still share tasks
 
 
 def test_the_cost_model_caps_a_unit_at_half_the_budget():

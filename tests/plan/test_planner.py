@@ -9,7 +9,7 @@ from distcheck.check import plan_check
 from distcheck.executors.serial import SerialExecutor
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import Whole, Workload, even_ranges
-from distcheck.plan.cost_model import CostModel
+from distcheck.plan.cost_model import CostModel, unit_bytes
 from distcheck.plan.stages import Auxiliary, JacobianComparison, ZeroNumericalJacobian
 from distcheck.plan.units import AnalyticalRows, NumericalColumns
 from distcheck.reduce.reducer import assembled_jacobians
@@ -224,3 +224,26 @@ def test_a_check_is_planned_again_with_its_best_timings_unless_one_timing_settle
     assert once.subject.costs is not None and plan.subject.costs is not None
     # the reference call, one evaluation timed, the backward pass's graph; planned anew: more timings
     assert (len(calls) <= 3) == (below > 0)
+
+
+def test_under_a_block_budget_no_unit_or_task_holds_more_than_half_of_it():
+    """Column units' results, row units' two runs, and a task's units together: each at most
+    half the budget (a block job holds two results; a chunk task, its units' results)."""
+
+    class Budgeted(SerialExecutor):
+        def __init__(self, budget):
+            super().__init__()
+            self.policy = CostModel(workers=2, block_bytes=budget)
+
+    budget = 20 * 100 * 8  # bytes: 20 rows or columns of the 100 × 100 float64 Jacobian
+    _, plan = plan_check(lambda x: x.exp().cumsum(0), (_x(100),), CheckOptions(), Budgeted(budget))
+    columns = [u for u in plan.units if isinstance(u, NumericalColumns)]
+    rows = [u for u in plan.units if isinstance(u, AnalyticalRows)]
+    assert max(u.size for u in columns) * 100 * 8 <= budget / 2 and sum(u.size for u in columns) == 100
+    assert max(2 * u.size for u in rows) * 100 * 8 <= budget / 2 and sum(u.size for u in rows) == 100
+    assert max(u.size for u in rows) < max(u.size for u in columns)  # rows count twice
+    tasks = CostModel(workers=2, block_bytes=budget).tasks(plan.units, plan.subject.costs)
+    assert sorted(k for task in tasks for k in task) == list(range(len(plan.units)))
+    assert all(sum(unit_bytes(plan.units[k]) for k in task) <= budget / 2 for task in tasks)
+    unbounded = CostModel(workers=2).tasks(plan.units, plan.subject.costs)
+    assert len(unbounded) < len(tasks)  # the budget, not the time, cut these

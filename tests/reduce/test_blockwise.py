@@ -168,3 +168,30 @@ def test_a_stand_in_prints_as_its_block(shape, dtype):
     for engine in ("torch", "numpy"):
         fmt = get_engine(engine).format_block
         assert fmt(small) == fmt(block)
+
+
+def test_the_serial_executor_over_its_block_budget_never_joins_the_jacobians(monkeypatch):
+    """A runner checks a case in one process with the block budget: over it, the comparison
+    runs block jobs on the units' results, with the joined comparison's message."""
+    import distcheck.plan.comparisons as comparisons
+
+    jobs = []
+    real = comparisons.run_job
+    monkeypatch.setattr(comparisons, "run_job", lambda job, fetch: jobs.append(job) or real(job, fetch))
+    n = 60
+    x = torch.linspace(-1, 1, n, dtype=torch.float64).requires_grad_()
+    w = torch.linspace(0.5, 2, n, dtype=torch.float64)
+    wrong = torch.where(torch.arange(n) % 9 == 4, 0.25, 0.0).double()
+    messages = []
+    for executor in (SerialExecutor(), SerialExecutor(block_bytes=3 * 2 * n * n * 8 - 1)):
+        with pytest.raises(distcheck.GradcheckError) as raised:
+            distcheck.gradcheck(Scaled.apply, (x, w, wrong), executor=executor)
+        messages.append(str(raised.value))
+        assert (len(jobs) > 0) == (executor.block_bytes != float("inf"))  # its summary, then its window
+    assert messages[0] == messages[1]
+    before = len(jobs)
+    assert distcheck.gradcheck(Scaled.apply, (x, w, torch.zeros(n, dtype=torch.float64)), executor=executor)
+    assert len(jobs) == before + 1
+    # within the budget (the joined comparison's three times the Jacobians): joined, no job
+    assert distcheck.gradcheck(torch.sin, (x,), executor=SerialExecutor(block_bytes=3 * 2 * n * n * 8))
+    assert len(jobs) == before + 1

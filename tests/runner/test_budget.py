@@ -93,8 +93,17 @@ def test_on_a_cluster_a_long_case_splits_whatever_its_size_up_to_the_cluster_mem
     # short, but its Jacobians over the block budget: split all the same (no process holds them)
     decision, reason = Budget(2**31, split_seconds=1000.0, cluster_bytes=1e10).decide(e)
     assert decision == SPLIT and "> the block budget 67.1 MB" in reason
-    assert Budget(2**31, split_seconds=1000.0, cluster_bytes=1e10, block_bytes=2e9).decide(e)[0] == "run"  # whole
+    assert Budget(2**31, split_seconds=1000.0, cluster_bytes=1e10, block_bytes=5e9).decide(e)[0] == "run"  # whole
     assert Budget(2**20, split_seconds=1000.0, cluster_bytes=1e10).decide(e)[0] == SKIP  # over the per-process budget
+
+
+def test_a_short_case_splits_when_checked_in_one_process_it_would_exceed_the_block_budget():
+    e = Estimate(columns=1_500, rows=2_000, itemsize=8, seconds=0.5)  # 48 MB of Jacobians, 72 MB held
+    decision, reason = Budget(2**31, split_seconds=4.0, cluster_bytes=1e10).decide(e)
+    assert (
+        decision == SPLIT and "Jacobians of 48 MB, checked in one process about 72 MB > the block budget 67.1" in reason
+    )
+    assert Budget(2**31, split_seconds=4.0, cluster_bytes=1e10, block_bytes=80e6).decide(e)[0] == "run"
 
 
 def test_outside_ray_a_short_case_over_the_block_budget_runs_whole(monkeypatch):
@@ -107,3 +116,17 @@ def test_the_23_tb_sample_gets_the_cluster_verdict_with_its_estimate():
     e = Estimate(columns=1_200_000, rows=1_200_000, itemsize=8, seconds=1e6)
     decision, reason = Budget(2**30, split_seconds=4.0, cluster_bytes=24e9).decide(e)
     assert decision == SKIP and "23 TB" in reason
+
+
+def test_a_complex_output_holds_the_jacobians_of_both_parts():
+    """torch checks a complex output's real and imaginary parts, each with its own numerical and
+    analytical Jacobians (a case of complex ``diagonal_scatter`` grew by 87 MB for 33 MB estimated)."""
+    z = torch.linspace(0.1, 0.9, 40, dtype=torch.float64).to(torch.complex128).requires_grad_()
+    call = (CheckCall("gradcheck", {"fast_mode": False}),)
+    both = estimate(BuiltCase(CASE, torch.sin, (z,), call, "fp"))
+    assert both.parts == 2 and both.bytes == 2 * 2 * 40 * 40 * 16
+    assert "of each of the real and imaginary parts" in both.describe()
+    real = estimate(BuiltCase(CASE, torch.abs, (z,), call, "fp"))  # a complex input, a real output
+    assert real.parts == 1 and real.bytes == 2 * 40 * 40 * 16
+    grads = estimate(BuiltCase(CASE, torch.abs, (z,), (CheckCall("gradgradcheck", {"fast_mode": False}),), "fp"))
+    assert grads.parts == 2  # gradgradcheck's function returns the (complex) input's gradient

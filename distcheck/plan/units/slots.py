@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -25,3 +28,8 @@ class InputSlot:
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+
+def slots_bytes(slots: Iterable[OutputSlot | InputSlot | None]) -> int:
+    """Bytes of one item (a column or row) of the Jacobian blocks of ``slots`` (None: not computed)."""
+    return sum(s.numel * np.dtype(s.dtype).itemsize for s in slots if s is not None)
