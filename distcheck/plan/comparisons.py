@@ -29,7 +29,7 @@ def whole_bytes(jacobians: float) -> float:
     (its numerical and analytical Jacobians' bytes): the numerical columns' parts and their
     joined copy, the analytical rows computed twice (for ``nondet_tol``) and their joined copy
     — up to about three times ``jacobians`` (measured with ``benchmarks/bench_split.py
-    --whole-suite``'s memory probe: 1.1 to 2.7 times on the slow grad suite's largest whole cases).
+    --whole-suite``'s memory probe: 1.1 to 1.7 times on the slow grad suite's largest whole cases).
     Above the block budget a check is compared block by block instead."""
     return WHOLE_FACTOR * jacobians
 
