@@ -294,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {round_ + 1}, one process: case {one.case_seconds:.1f} s, CPU {cpu:.1f} s")
         for code in codes:
             env = {**os.environ, "PYTHONPATH": f"{code}:{ROOT}", "DISTCHECK_BLOCK_MB": f"{args.block_mb:g}"}
-            probes = tempfile.TemporaryDirectory(prefix="bench_split-probe-")
-            if args.whole_suite:
+            probes = tempfile.TemporaryDirectory(prefix="bench_split-probe-") if args.whole_suite else None
+            if probes is not None:
                 env[memory_probe.ENV] = probes.name
             split = run_split(base, env, args.workers, args.every)
             window = split.summary["seconds"] - split.summary["first_dispatch"]
@@ -336,9 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"    {kind:28s} peak {peak / 1024:7.1f} MB, growth {growth / 1024:7.1f} MB, "
                     f"shared {shared / 1024:7.1f} MB"
                 )
-            if args.whole_suite:
+            if probes is not None:
                 print_pieces(memory_probe.read(probes.name), args.block_mb * 2**20)
-            probes.cleanup()
+                probes.cleanup()
     return 0
 
 

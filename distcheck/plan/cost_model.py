@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distcheck.plan.chunking import Workload, even_ranges
-from distcheck.plan.units import AnalyticalRows, ForwardColumns, NumericalColumns
+from distcheck.plan.units import ROW_RUNS, AnalyticalRows, ForwardColumns, NumericalColumns
 from distcheck.plan.units.slots import slots_bytes
 
 
@@ -156,7 +156,7 @@ def unit_bytes(unit: Any) -> int:
     if isinstance(unit, NumericalColumns):
         return unit.size * slots_bytes(unit.outputs)
     if isinstance(unit, AnalyticalRows):
-        return 2 * unit.size * slots_bytes(unit.inputs)
+        return ROW_RUNS * unit.size * slots_bytes(unit.inputs)
     if isinstance(unit, ForwardColumns):
         return unit.size * slots_bytes(unit.outputs)
     return 0

@@ -33,6 +33,7 @@ from distcheck.plan.stages import (
 )
 from distcheck.plan.subject import Subject, Variant
 from distcheck.plan.units import (
+    ROW_RUNS,
     AnalyticalRows,
     AuxiliaryCheck,
     ForwardColumns,
@@ -205,7 +206,7 @@ class _Builder:
         self, variant: VariantKey, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
     ) -> list[AnalyticalRows]:
         numel = _numel(output.shape)
-        held = 2 * slots_bytes(inputs)  # every row computed twice, both runs held (nondet_tol)
+        held = ROW_RUNS * slots_bytes(inputs)
         ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"), held)
         return [AnalyticalRows(variant, output.position, start, stop, inputs) for start, stop in ranges]
 

@@ -82,7 +82,7 @@ def run_case(
         built, refused = build_checked(suite, case, expected)
         if refused is not None:
             return refused
-        piece.inputs = memory_probe.size_of(built.inputs)
+        piece.inputs_of(built.inputs)
         estimated = None
         if has_slow_calls(built):
             try:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import threading
 import traceback
 from collections.abc import Sequence
@@ -66,9 +65,9 @@ def run_chunk(chunk: Chunk) -> list[UnitResult] | JobOutcome:
     units = ", ".join(f"{type(u).__name__} {getattr(u, 'size', 1)}" for u in chunk.units[:4])
     with memory_probe.probe("chunk", f"split {chunk.split} chunk {chunk.key[1]}: {units}") as piece:
         results = run_units(chunk.box, list(chunk.units))
-        if os.environ.get(memory_probe.ENV):  # the subject is this process's cached copy
+        if piece.enabled:  # the subject is this process's cached copy
             with contextlib.suppress(Exception):
-                piece.inputs = memory_probe.size_of([v.inputs for v in worker_subject(chunk.box[0]).variants.values()])
+                piece.inputs_of([v.inputs for v in worker_subject(chunk.box[0]).variants.values()])
         return results
 
 

@@ -47,7 +47,14 @@ _wake = threading.Event()
 class Piece:
     """What a probed piece says of itself while it runs: its case's inputs, once known."""
 
+    enabled: bool = False  # the probe is on
     inputs: int = 0
+
+    def inputs_of(self, value) -> None:
+        """Count the arrays in ``value`` as the case's inputs, when the probe is on (the count
+        walks them)."""
+        if self.enabled:
+            self.inputs = size_of(value)
 
 
 def _status() -> dict[str, int]:
@@ -59,10 +66,6 @@ def _status() -> dict[str, int]:
                 key, value = line.split(":", 1)
                 out[key] = int(value.split()[0]) * 1024
     return out
-
-
-def _private() -> int:
-    return _status()["RssAnon"]
 
 
 @functools.cache
@@ -91,7 +94,7 @@ def _sample() -> None:
         _wake.wait()
         with _lock:
             if _running:
-                _private_peak = max(_private_peak, _private())
+                _private_peak = max(_private_peak, _status()["RssAnon"])
             else:
                 _wake.clear()  # under the lock: a piece that starts sets it again
         time.sleep(SAMPLE_EVERY)
@@ -107,8 +110,8 @@ def _sampler() -> threading.Thread:
 @contextlib.contextmanager
 def probe(kind: str, what: str) -> Iterator[Piece]:
     """Measure the ``with`` body as one piece (see the module); yields its :class:`Piece`."""
-    piece = Piece()
     folder = os.environ.get(ENV)
+    piece = Piece(enabled=bool(folder))
     if not folder:
         yield piece
         return

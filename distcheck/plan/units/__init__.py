@@ -7,7 +7,7 @@ wraps that into a :class:`UnitResult`, capturing exceptions so that the reducer 
 in the reference's order whatever order the units finished in.
 """
 
-from distcheck.plan.units.analytical import AnalyticalRows, ColumnsResult, ForwardColumns, RowsResult
+from distcheck.plan.units.analytical import ROW_RUNS, AnalyticalRows, ColumnsResult, ForwardColumns, RowsResult
 from distcheck.plan.units.auxiliary import AuxiliaryCheck
 from distcheck.plan.units.base import UnitResult, execute
 from distcheck.plan.units.numerical import NumericalColumns, NumericalProjection
@@ -16,6 +16,7 @@ from distcheck.plan.units.slots import InputSlot, OutputSlot
 Unit = NumericalColumns | NumericalProjection | AnalyticalRows | ForwardColumns | AuxiliaryCheck
 
 __all__ = [
+    "ROW_RUNS",
     "AnalyticalRows",
     "AuxiliaryCheck",
     "ColumnsResult",

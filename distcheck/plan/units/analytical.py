@@ -13,6 +13,8 @@ from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.subject import Subject
 from distcheck.plan.units.slots import InputSlot, OutputSlot
 
+ROW_RUNS = 2  # every row is computed twice (backward must be reentrant), both runs held at once
+
 
 @dataclass(frozen=True)
 class RowsResult:
@@ -64,7 +66,7 @@ class AnalyticalRows(_Range):
         runs = []
         wrong_size = wrong_dtype = None
         dtypes = [np.dtype(s.dtype) for s in self.inputs]
-        for _ in range(2):  # every row twice: backward must be reentrant
+        for _ in range(ROW_RUNS):
             # Row j of rows[k] is one backward's gradient (written contiguously); the block is its
             # transpose (input elements down, as the reference lays Jacobians out), not a copy.
             rows = [np.zeros((len(grad_outputs), s.numel), dtype=s.dtype) for s in self.inputs]
