@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from distcheck.runner.protocols import Sink
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
+PROMPT_UP_TO = 8  # runners and coordinators whose every message is handled as it arrives (see _Run.receive)
 MESSAGES_AT_ONCE = 64  # of one runner's, read in a row (the others' wait that long)
 REPORT_EVERY = 1.0  # seconds of outcomes a runner gathers before it reports them (the run folder is flushed as often)
 COORDINATORS_LOST = 2  # a split case goes to another coordinator when one dies before beginning it
@@ -399,7 +400,12 @@ class _Run:
         if not pending:
             time.sleep(0.05)
             return
-        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=POLL)
+        # Many runners: what arrived within POLL is handled in one round, so that the rounds stay
+        # few however many messages come. A few: each message as it arrives (their messages are
+        # few: a report a second each, two a chunk), so that a split case's verdict, or the
+        # run's end, is not held up to POLL.
+        wanted = 1 if len(pending) <= PROMPT_UP_TO else len(pending)
+        ready, _ = ray.wait(pending, num_returns=wanted, timeout=POLL)
         received = bool(ready)
         for _ in range(MESSAGES_AT_ONCE):  # and what the runners sent meanwhile (a chunk: two)
             for generator in ready:

@@ -250,3 +250,33 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     # ran, before the runner took its next item; then the rest when there is no more work
     assert reports == [(1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
     assert type(first_done[4][0][1]) is SplitRequest
+
+
+def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkeypatch):
+    """With a few runners and coordinators, the driver waits for one message, not for all of
+    them or ``POLL`` seconds (a split case's verdict, and the run's end, came up to ``POLL``
+    late: on 2 workers, 3 % of a split case's time); with many, it waits for all or ``POLL``
+    (its rounds stay few)."""
+    import ray
+
+    from distcheck.runner import ray_dispatch
+
+    asked = []
+    wait = ray.wait
+
+    def recording_wait(refs, *, num_returns=1, timeout=None, **kwargs):
+        if timeout == ray_dispatch.POLL:
+            asked.append((len(refs), num_returns))
+        return wait(refs, num_returns=num_returns, timeout=timeout, **kwargs)
+
+    monkeypatch.setattr(ray_dispatch.ray, "wait", recording_wait)
+    suite = FakeSuite("slow", ops=("big", "sin"))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
+    assert [r.verdict for r in result.records] == ["pass", "pass"] and result.records[0].tasks > 1
+    assert asked and all(wanted == (1 if n <= ray_dispatch.PROMPT_UP_TO else n) for n, wanted in asked)
+
+    asked.clear()
+    monkeypatch.setattr(ray_dispatch, "PROMPT_UP_TO", 0)
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
+    assert [r.verdict for r in result.records] == ["pass", "pass"]
+    assert asked and all(wanted == n for n, wanted in asked)
