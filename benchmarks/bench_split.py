@@ -8,6 +8,8 @@ workers of a new local Ray (`--workers`, default 2), as subprocesses, each round
     .venv/bin/python benchmarks/bench_split.py --code /tmp/old --code . # two code trees, alternating
     .venv/bin/python benchmarks/bench_split.py --whole-suite --repeat 1 --report slowgrad.json
                                                 # the slow grad suite on Ray: every process's memory
+    .venv/bin/python benchmarks/bench_split.py --whole-suite --repeat 1 --no-probe
+                                                # the same without the probe: what the probe costs
 
 Every process of a run (the command and its descendants: Ray's processes and workers) is
 sampled from ``/proc`` every ``--every`` seconds: its CPU time and its resident memory, private
@@ -28,7 +30,9 @@ the chunks' results: the cluster's memory, counted once, not the process's). Pri
 - with ``--whole-suite``, each piece's memory, exactly (``distcheck.runner.memory_probe``, every
   case, split case, chunk and block job): the largest growth of its process's resident memory
   while it ran, and the pieces that grew it by more than the block budget plus their case's
-  inputs (the sampling above sees every 0.5 s, and what a process kept from earlier pieces).
+  inputs (the sampling above sees every 0.5 s, and what a process kept from earlier pieces);
+  and the CPU of the pieces' own threads, per kind (``--no-probe``: none of this, the suite's
+  wall and CPU without the probe's sampling).
 
 A process counts as the kinds it was seen as (a Ray worker renames itself for every task).
 Linux only. Nothing is written in the checkout: reports go to a temporary folder.
@@ -276,8 +280,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the whole slow suite of --checks on Ray (not one case; implies --no-serial): its peak memory",
     )
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="with --whole-suite: no memory probe (the suite's wall and CPU as a run has them: the probe's cost)",
+    )
     parser.add_argument("--report", metavar="FILE", help="keep the (last) split run's JSON report as FILE")
     args = parser.parse_args(argv)
+    if args.no_probe and not args.whole_suite:
+        parser.error("--no-probe goes with --whole-suite (one case's run has no probe)")
     codes = [os.path.abspath(c) for c in args.code or [ROOT]]
     base = [sys.executable, "-m", "distcheck", "run", "--suite", args.suite, "--mode", "slow", "--checks", args.checks]
     if args.whole_suite:
@@ -294,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {round_ + 1}, one process: case {one.case_seconds:.1f} s, CPU {cpu:.1f} s")
         for code in codes:
             env = {**os.environ, "PYTHONPATH": f"{code}:{ROOT}", "DISTCHECK_BLOCK_MB": f"{args.block_mb:g}"}
-            probes = tempfile.TemporaryDirectory(prefix="bench_split-probe-") if args.whole_suite else None
+            probed = args.whole_suite and not args.no_probe
+            probes = tempfile.TemporaryDirectory(prefix="bench_split-probe-") if probed else None
             if probes is not None:
                 env[memory_probe.ENV] = probes.name
             split = run_split(base, env, args.workers, args.every)
@@ -345,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
 def print_pieces(pieces: list[dict], budget: float) -> None:
     """Per kind of piece (distcheck.runner.memory_probe), the largest growth of its process's
     private memory while one ran (and of its resident memory, which counts the object store's
-    pages it read), and the pieces whose private growth exceeds the block budget plus their
-    case's inputs."""
+    pages it read), the pieces whose private growth exceeds the block budget plus their case's
+    inputs, and the CPU of the pieces' own threads (a split case's: its coordinator's work, not
+    its chunks')."""
     print(
         f"    each piece measured in its process: the largest growth of private memory over what the process held "
         f"before it (resident memory, object store pages included); block budget {budget / 2**20:g} MB:"
@@ -364,9 +377,11 @@ def print_pieces(pieces: list[dict], budget: float) -> None:
         resident = max(p["peak"] - p["before"] for p in of_kind)
         over = [p for p in of_kind if private(p) > budget + p["inputs"]]
         over_all += over
+        cpu = sum(p.get("cpu", 0.0) for p in of_kind)
         print(
             f"    {kind:10s} {len(of_kind):6,}: {private(grown) / 2**20:6.1f} MB ({resident / 2**20:6.1f} MB), "
-            f"{grown['what']}, inputs {grown['inputs'] / 2**20:.1f} MB; over the budget + inputs: {len(over)}"
+            f"{grown['what']}, inputs {grown['inputs'] / 2**20:.1f} MB; over the budget + inputs: {len(over)}; "
+            f"CPU of their threads {cpu:.1f} s"
         )
     for p in sorted(over_all, key=lambda p: p["inputs"] - private(p))[:10]:
         print(f"      over: {p['kind']} {p['what']}: {private(p) / 2**20:.1f} MB, inputs {p['inputs'] / 2**20:.1f} MB")

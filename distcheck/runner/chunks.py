@@ -109,7 +109,7 @@ class Inbox:
             self._ready.notify_all()
 
     def wait(self, key: tuple[int, int]):
-        with self._ready:
+        with memory_probe.waiting(), self._ready:
             self._ready.wait_for(lambda: key[1] in self._got or key[1] in self._dropped)
             return self._got.get(key[1], DROPPED)
 

@@ -15,11 +15,19 @@ measures of the process's memory, before the piece and at its peak while it ran:
   memory: the cluster's, mapped into the process; a page read stays counted until the object is
   deleted) and code run for the first time.
 
+Each line also gives ``cpu``: the CPU seconds of the piece's own thread while it ran.
+
 Before a piece, the heap's free memory goes back to the system (``malloc_trim``) and the peak
 marks are reset, so that a piece's peak is its own: memory the allocator kept from an earlier
 piece cannot hide it. In a process running several pieces at once (the coordinator's threads)
 the marks are reset only when no other piece runs, so a piece's peak may include another's,
 never less than its own. Unset, a piece costs one environment lookup.
+
+The sampler costs its process CPU: each sample takes the GIL from the piece's thread. It reads
+``/proc/self/statm`` through a descriptor kept open (resident minus shared pages: ``RssAnon``,
+without parsing ``status``), and it sleeps while every running piece is :func:`waiting` (a
+coordinator waiting for its chunks' results: most of a split case's time), taking one sample
+as the wait ends, so that what the process held then still counts.
 """
 
 from __future__ import annotations
@@ -38,9 +46,12 @@ ENV = "DISTCHECK_MEMORY_PROBE"
 SAMPLE_EVERY = 0.001  # seconds: touching 64 MB of new pages takes ~10 ms, so no such peak is missed
 
 _lock = threading.Lock()
-_running = 0
+_running = 0  # pieces running in this process
+_waiting = 0  # of those, the ones in a wait (see waiting)
 _private_peak = 0
+_samples = 0  # taken by the sampler thread, for the tests
 _wake = threading.Event()
+_here = threading.local()  # pieces: the pieces running in this thread
 
 
 @dataclass
@@ -76,6 +87,20 @@ def _libc():
         return None
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_statm: tuple[int, int] | None = None  # (pid, descriptor): a forked child opens its own
+
+
+def _private() -> int:
+    """``RssAnon`` in bytes, cheaply: resident minus shared pages of ``/proc/self/statm``."""
+    global _statm
+    pid = os.getpid()
+    if _statm is None or _statm[0] != pid:
+        _statm = (pid, os.open("/proc/self/statm", os.O_RDONLY))
+    fields = os.pread(_statm[1], 256, 0).split()
+    return (int(fields[1]) - int(fields[2])) * _PAGE
+
+
 def _trim() -> None:
     trim = _libc()
     if trim is not None:  # elsewhere a piece's growth may be hidden by memory freed before it
@@ -88,16 +113,38 @@ def _reset_peak() -> None:
 
 
 def _sample() -> None:
-    """The sampler thread's loop: the private peak, while a piece runs."""
-    global _private_peak
+    """The sampler thread's loop: the private peak, while a piece runs and does not wait."""
+    global _private_peak, _samples
     while True:
         _wake.wait()
         with _lock:
-            if _running:
-                _private_peak = max(_private_peak, _status()["RssAnon"])
+            if _running > _waiting:
+                _private_peak = max(_private_peak, _private())
+                _samples += 1
             else:
-                _wake.clear()  # under the lock: a piece that starts sets it again
+                _wake.clear()  # under the lock: a piece that starts, or ends its wait, sets it again
         time.sleep(SAMPLE_EVERY)
+
+
+@contextlib.contextmanager
+def waiting() -> Iterator[None]:
+    """The ``with`` body, in a running piece, only waits (for another process's results): it
+    allocates nothing worth sampling, so while every running piece waits the sampler sleeps.
+    Memory the process holds as the wait ends is sampled then. Off, or outside a piece of this
+    thread: nothing."""
+    global _waiting, _private_peak
+    if not getattr(_here, "pieces", 0):
+        yield
+        return
+    with _lock:
+        _waiting += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _waiting -= 1
+            _private_peak = max(_private_peak, _private())
+            _wake.set()
 
 
 @functools.cache
@@ -126,9 +173,13 @@ def probe(kind: str, what: str) -> Iterator[Piece]:
         _running += 1
         before, private_before = status["VmRSS"], status["RssAnon"]
         _wake.set()
+    cpu = time.thread_time()
+    _here.pieces = getattr(_here, "pieces", 0) + 1
     try:
         yield piece
     finally:
+        _here.pieces -= 1
+        cpu = time.thread_time() - cpu
         with _lock:
             status = _status()
             _private_peak = max(_private_peak, status["RssAnon"])
@@ -140,6 +191,7 @@ def probe(kind: str, what: str) -> Iterator[Piece]:
                 "peak": status["VmHWM"],
                 "private_before": private_before,
                 "private_peak": _private_peak,
+                "cpu": round(cpu, 6),
             }
             _running -= 1
         with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import torch
 
 from distcheck.runner import RunOptions, memory_probe, run_suite
+from distcheck.runner.chunks import Inbox
 from distcheck.suites import Selection
 from tests.runner.fake_suite import FakeSuite
 
@@ -64,3 +66,78 @@ def test_a_run_s_cases_say_their_inputs(tmp_path, monkeypatch):
     (line,) = memory_probe.read(str(tmp_path))
     assert line["kind"] == "case" and line["what"] == str(result.records[0].case)
     assert line["inputs"] == 4 * 8 and line["peak"] >= line["before"] > 0
+
+
+def test_the_sampler_s_cheap_figure_is_the_private_memory():
+    assert abs(memory_probe._private() - memory_probe._status()["RssAnon"]) < MB
+
+
+def _samples_over(seconds: float) -> int:
+    before = memory_probe._samples
+    time.sleep(seconds)
+    return memory_probe._samples - before
+
+
+def _sampling(within: float = 5.0) -> bool:
+    """Whether the sampler takes 5 samples within ``within`` seconds (a loaded machine's
+    scheduler may hold it back for a while, not for seconds)."""
+    before, end = memory_probe._samples, time.monotonic() + within
+    while memory_probe._samples - before < 5:
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_while_every_piece_waits_the_sampler_sleeps_and_the_wait_s_end_is_sampled(tmp_path, monkeypatch):
+    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+    with memory_probe.probe("split case", "waits"):
+        assert _sampling()
+        with memory_probe.waiting():
+            assert _samples_over(0.05) <= 1  # one, at most, that was under way
+            held = np.ones(48 * MB // 8)  # not what a wait does: the wait's end sees it all the same
+        del held
+        time.sleep(0.01)
+    (line,) = memory_probe.read(str(tmp_path))
+    assert line["private_peak"] - line["private_before"] >= 47 * MB
+
+
+def test_a_wait_outside_this_thread_s_pieces_pauses_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+    counted = []
+
+    def waits_elsewhere():
+        with memory_probe.waiting():
+            counted.append(_sampling())
+
+    with memory_probe.probe("split case", "runs"):
+        thread = threading.Thread(target=waits_elsewhere)
+        thread.start()
+        thread.join()
+    assert counted == [True]
+
+
+def test_a_piece_says_the_cpu_of_its_thread(tmp_path, monkeypatch):
+    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+    with memory_probe.probe("chunk", "spins"):
+        end = time.thread_time() + 0.1
+        while time.thread_time() < end:
+            pass
+    with memory_probe.probe("chunk", "sleeps"):
+        time.sleep(0.1)
+    spins, sleeps = memory_probe.read(str(tmp_path))
+    assert spins["cpu"] >= 0.1 and sleeps["cpu"] < 0.05
+
+
+def test_a_coordinator_waiting_for_a_chunk_s_result_is_not_sampled(tmp_path, monkeypatch):
+    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+    inbox = Inbox()
+    inbox.begin(0)
+    key = inbox.key()
+    samples = []
+    with memory_probe.probe("split case", "coordinator"):
+        before = memory_probe._samples
+        threading.Timer(0.05, inbox.deliver, (key, ["result"])).start()
+        assert inbox.wait(key) == ["result"]
+        samples.append(memory_probe._samples - before)
+    assert samples[0] <= 2  # one under way as the wait began, at most, and none until it ended
