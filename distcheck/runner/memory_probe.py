@@ -173,13 +173,13 @@ def probe(kind: str, what: str) -> Iterator[Piece]:
         _running += 1
         before, private_before = status["VmRSS"], status["RssAnon"]
         _wake.set()
-    cpu = time.thread_time()
+    cpu_before = time.thread_time()
     _here.pieces = getattr(_here, "pieces", 0) + 1
     try:
         yield piece
     finally:
         _here.pieces -= 1
-        cpu = time.thread_time() - cpu
+        cpu = time.thread_time() - cpu_before
         with _lock:
             status = _status()
             _private_peak = max(_private_peak, status["RssAnon"])
