@@ -18,8 +18,10 @@ runner per worker slot, taking its work from a queue, the driver off the per-tas
 - **Split cases.** A runner estimates a split case (``estimate_evaluations`` evaluations) and
   reports it at once; the driver starts its coordinator (``driver_submit``, then
   ``coordinator_start``; at most max(2, P / 8) at once, as the dispatcher), which plans
-  (``planning_evaluations``) and puts its chunks in the queue (about ``chunk_rounds`` rounds
-  over the workers, the first round twice as long as the second, each at least ``chunk_min``).
+  (``planning_evaluations``) and puts its chunks in the queue: the real cost model's cut for
+  the case's share of the workers (the dispatcher's ``split_share``: every worker for a lone
+  split case, an eighth among eight), ``chunk_rounds`` rounds of shrinking chunks over the
+  whole cluster, more rounds over a share, each chunk at least ``chunk_min``.
   The queue hands chunks out before any other work: a runner that finishes its item, or that
   polls while idle (a runner with nothing to do waits while split cases run, asking at least
   every ``split_poll_max`` seconds), takes the next
@@ -49,11 +51,13 @@ from dataclasses import dataclass, field
 from benchmarks.sim.calibration import Calibration
 from benchmarks.sim.workload import Case, Workload
 from distcheck.kinds import CheckKind
+from distcheck.plan.chunking import Workload as Items
 from distcheck.plan.comparisons import whole_bytes
+from distcheck.plan.cost_model import CostModel
 from distcheck.runner.default_policy import DefaultPolicy
 from distcheck.runner.durations import Durations
 from distcheck.runner.policy import PolicyContext, WorkPolicy
-from distcheck.runner.ray_dispatch import SPLITS_AT_ONCE
+from distcheck.runner.ray_dispatch import SPLITS_AT_ONCE, split_share
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
 
 GROUP, BATCH, CHUNK, BLOCK = "group", "batch", "chunk", "block"
@@ -96,6 +100,7 @@ class _Split:
     chunks: int = 0
     units: int = 0
     compared: bool = False
+    share: int = 1  # the workers its Jacobians are cut for
 
 
 @dataclass
@@ -326,6 +331,7 @@ class Model:
     def start_coordinators(self, t: float) -> None:
         while self.s.waiting and self.s.coordinators < self.max_splits:
             split = self.s.waiting.popleft()
+            split.share = split_share(self.p, self.max_splits, self.s.coordinators, len(self.s.waiting))
             self.s.coordinators += 1
             start = self.driver(t, self.c.driver_submit) + self.c.coordinator_start
             self.at(start, self.coordinate, split)
@@ -335,25 +341,25 @@ class Model:
         block budget)."""
         return whole_bytes(case.bytes) > self.c.block_bytes
 
-    def chunk_sizes(self, case: Case) -> list[float]:
-        """Chunks of about ``chunk_rounds`` rounds over the workers, the first twice as long as
-        the second; over the block budget at least ``3 · bytes / block_bytes`` equal ones."""
+    def chunk_sizes(self, case: Case, share: int) -> list[float]:
+        """The chunks of the real cost model (``distcheck/plan/cost_model.py``) for the case's
+        ``share`` of the workers (its work divisible at will), at least ``chunk_min`` seconds
+        each; over the block budget at least ``3 · bytes / block_bytes`` equal ones."""
         work = case.seconds
-        count = max(1, min(self.c.chunk_rounds * self.p, int(work / self.c.chunk_min)))
+        model = CostModel(
+            workers=share, cluster=self.p, min_task=self.c.chunk_min, tasks_per_worker=self.c.chunk_rounds
+        )
+        items = 10**6  # the model cuts items; this many stand for divisible work
+        sizes = [(stop - start) * work / items for start, stop in model.timed_chunks(Items(items, work / items))]
         if self.blockwise(case):
             units = math.ceil(3 * case.bytes / self.c.block_bytes)
-            if units > count:
+            if units > len(sizes):
                 return [work / units] * units
-        first = min(count, self.p)
-        if count == first:
-            return [work / count] * count
-        second = count - first  # the second round's chunks, half as long as the first's
-        unit = work / (2 * first + second)
-        return [2 * unit] * first + [unit] * second
+        return sizes
 
     def coordinate(self, t: float, split: _Split) -> None:
         t += self.c.planning_evaluations * split.case.evaluation
-        sizes = self.chunk_sizes(split.case)
+        sizes = self.chunk_sizes(split.case, split.share)
         split.chunks = split.units = len(sizes)
         self.at(t, self.enqueue_chunks, [_Task(CHUNK, -1, seconds=s, split=split) for s in sizes])
 

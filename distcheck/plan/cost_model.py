@@ -36,10 +36,13 @@ from distcheck.plan.units.slots import slots_bytes
 class CostModel:
     """A :class:`~distcheck.plan.chunking.ChunkPolicy` that sizes chunks in seconds of work.
 
-    ``workers``: how many units can run at once (the executor fills it in).
+    ``workers``: how many units can run at once (the executor fills it in). ``cluster``: the
+    workers of the whole cluster when ``workers`` is a share of it (a split case cut while
+    others run; 0: ``workers`` is the whole cluster).
     """
 
     workers: int = 1
+    cluster: int = 0
     min_task: float = 0.1  # seconds: a task's overhead (above) stays under ~10% of it
     max_task: float = 10.0  # seconds
     tasks_per_worker: int = 2
@@ -52,10 +55,24 @@ class CostModel:
 
     needs_costs = True
 
+    def rounds(self) -> int:
+        """Rounds of one piece per worker: ``tasks_per_worker``; for a share of a larger
+        cluster, as many more as it takes for its last round's pieces to be no longer than
+        those of a cut for the whole cluster (rounds of r, r-1, ..., 1 parts: the last holds
+        1 / (workers · r(r+1)/2) of the work). So a split case among eight is cut into fewer,
+        longer pieces (fewer tasks to hand out and report), and its last ones, which may run
+        while other workers have nothing left, are as short as a lone split case's."""
+        workers, most = max(1, self.workers), self.tasks_per_worker
+        cluster = max(workers, self.cluster)
+        rounds = most
+        while workers * rounds * (rounds + 1) < cluster * most * (most + 1):
+            rounds += 1
+        return rounds
+
     def pieces(self, seconds: float) -> int:
         """How many equal pieces ``seconds`` of divisible work is cut into."""
         workers = max(1, self.workers)
-        wanted = max(workers * self.tasks_per_worker, math.ceil(seconds / self.max_task))
+        wanted = max(workers * self.rounds(), math.ceil(seconds / self.max_task))
         pieces = min(wanted, math.floor(seconds / self.min_task))
         return max(1, pieces - pieces % workers if pieces >= workers else pieces)
 
@@ -70,7 +87,7 @@ class CostModel:
         return ranges
 
     def timed_chunks(self, workload: Workload) -> list[tuple[int, int]]:
-        """Equal pieces; with ``tasks_per_worker`` rounds of one piece per worker, pieces that
+        """Equal pieces; with :meth:`rounds` rounds of one piece per worker, pieces that
         shrink round by round (2:1 for two rounds, 3:2:1 for three...), so that the tasks that
         run last, while other workers may already be idle, are short."""
         if workload.seconds_per_item is None or workload.items <= 1:
@@ -78,7 +95,7 @@ class CostModel:
         seconds = workload.items * workload.seconds_per_item
         pieces = self.pieces(seconds)
         workers = max(1, self.workers)
-        rounds = pieces // workers if pieces == workers * self.tasks_per_worker else 1
+        rounds = pieces // workers if pieces == workers * self.rounds() else 1
         weights = [rounds - r for r in range(rounds) for _ in range(workers)]
         if rounds < 2 or workload.items < sum(weights) or seconds / sum(weights) < self.min_task:
             return even_ranges(workload.items, pieces)

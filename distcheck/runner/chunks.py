@@ -24,14 +24,16 @@ import itertools
 import threading
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import ray
 from ray.exceptions import RayError
 
 from distcheck.executors.ray_blocks import run_block_job
 from distcheck.executors.ray_executor import RayExecutor, run_units, worker_subject
+from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.comparisons import BlockJob, JobOutcome
+from distcheck.plan.cost_model import CostModel
 from distcheck.plan.units import Unit, UnitResult
 from distcheck.runner import memory_probe
 
@@ -123,11 +125,26 @@ DROPPED = "the chunk was cancelled"
 
 class QueueExecutor(RayExecutor):
     """A split case's executor in its coordinator: placement, planning and the subject as on the
-    Ray executor; the chunks go to the dispatch's ``queue``, their results come to ``inbox``."""
+    Ray executor; the chunks go to the dispatch's ``queue``, their results come to ``inbox``.
+    ``share``: the workers the case's work is cut for (None: the cluster's, as the Ray
+    executor's), never more than the cluster has."""
 
-    def __init__(self, queue, inbox: Inbox, **options):
+    def __init__(self, queue, inbox: Inbox, share: int | None = None, **options):
         super().__init__(**options)
-        self._queue, self._inbox = queue, inbox
+        self._queue, self._inbox, self._share = queue, inbox, share
+
+    @property
+    def workers(self) -> int:
+        cluster = super().workers
+        return cluster if self._share is None else max(1, min(self._share, cluster))
+
+    @property
+    def policy(self) -> ChunkPolicy:
+        """The Ray executor's, for the case's share of the cluster (see :meth:`CostModel.rounds`)."""
+        policy = super().policy
+        if self._share is None or not isinstance(policy, CostModel):
+            return policy
+        return replace(policy, cluster=RayExecutor.workers.fget(self))
 
     def _start(self, box: list[ray.ObjectRef], units: Sequence[Unit], groups: list[list[int]]) -> QueueResults:
         chunks = [Chunk(self._inbox.key(), box, tuple(units[k] for k in members)) for members in groups]

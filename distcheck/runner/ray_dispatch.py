@@ -63,7 +63,7 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from distcheck.executors.ray_executor import cluster_cpus, cluster_gpus, ensure_ray
+from distcheck.executors.ray_executor import WARM_TIMEOUT, cluster_cpus, cluster_gpus, ensure_ray
 from distcheck.runner import hash_seed
 from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Budget
@@ -93,6 +93,17 @@ SPLITS_AT_ONCE = 2  # coordinators running at once, at least (a cluster of P wor
 _ENDED = object()  # a generator's task has ended (see _Run.message)
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
 SPLIT_WAIT = 0.1  # at most this long while split cases run (their chunks wait for a runner that asks)
+READY_GAP = 2.0  # seconds without a runner beginning after which the first dispatch waits no more
+
+
+def split_share(workers: int, most: int, running: int, waiting: int) -> int:
+    """The workers a split case's Jacobians are cut for as it starts, with ``running`` other
+    split cases running and ``waiting`` more to start (at most ``most`` run at once): its share
+    of the cluster while they run. A lone split case is cut for every worker; one among eight,
+    for an eighth of them, in more rounds of shrinking chunks (``CostModel.rounds``): fewer,
+    longer chunks first (each chunk costs the driver and the queue messages), its last ones as
+    short as a lone split case's (they may run while other workers have nothing left)."""
+    return max(1, workers // max(1, min(most, running + 1 + waiting)))
 
 
 _prepared: set[str] = set()
@@ -113,6 +124,7 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
     """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
     ``("start", item)``, ``("listed", item id, listing, share)`` (the listing a
     :class:`~distcheck.runner.batches.CaseList`; or ``("unlisted", item id, message)``),
+    ``("ready",)`` first, once it has loaded the suite;
     ``("done", item id, upto, batch, [(k, outcome), ...])`` for the item's cases before the
     ``upto``-th not reported yet: their records as a
     :class:`~distcheck.runner.records.RecordBatch`, and the outcomes the driver acts on (see
@@ -125,6 +137,7 @@ def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float
     it, then yields ``[("result", key)]`` followed by the result itself, which the driver
     forwards without fetching it."""
     _prepare(suite)
+    yield [("ready",)]
     events: list[tuple] = []
     reported, finished, pause, idle = time.monotonic(), None, IDLE_WAIT[0], True
     chunks = False  # its last work was a chunk
@@ -251,6 +264,7 @@ class _Runner:
     careful: bool = False  # a careful task (one item), not a runner of the queue
     started: int | None = None  # the last item the driver heard it start
     chunk: tuple[int, int] | None = None  # the split case's chunk it runs (its key)
+    ready: bool = False  # it has begun (loaded the suite, about to take its first item)
 
     @property
     def culprit_known(self) -> bool:
@@ -349,8 +363,6 @@ class _Run:
         self.queue = queue.remote(policy)
         self.runner_task = _runner.options(runtime_env=env, **dispatcher.task_options())
         self.coordinators = coordinators(env)
-        if getattr(dispatcher.suite, "mode", None) == "slow" and dispatcher.budget.split_seconds is not None:
-            self.coordinators.warm(dispatcher.suite)  # before the first dispatch, not with the first split case
         self.runners: dict[ray.ObjectRefGenerator, _Runner] = {}
         self.splits: dict[ray.ObjectRefGenerator, _Split] = {}
         self.waiting: collections.deque[_Split] = collections.deque()  # split cases not started yet
@@ -362,7 +374,12 @@ class _Run:
 
     def loop(self) -> None:
         try:
+            # The runners first: Ray starts them (a worker lease each: seconds for many, on busy
+            # cores) while a coordinator warms and before the first item is handed out.
             self.top_up()
+            if getattr(self.d.suite, "mode", None) == "slow" and self.d.budget.split_seconds is not None:
+                self.coordinators.warm(self.d.suite)  # before the first dispatch, not with the first split case
+            self.await_runners()
             while not self.d.stop.is_set() and (
                 self.runners or self.splits or self.waiting or not self.enumeration.over
             ):
@@ -376,6 +393,25 @@ class _Run:
             for generator in self.splits:
                 self.coordinators.kill(generator)
             ray.kill(self.queue)
+
+    def await_runners(self) -> None:
+        """Wait for the runners to begin before the first item is handed out: Ray starts a
+        runner (a worker lease, the task pushed to its process) several times faster on idle
+        cores than on cores already busy with the runners that began first (on a 2-core
+        machine: 64 runners in about 2 s, against 15 s once work runs). It waits while runners
+        keep beginning: at most :data:`READY_GAP` seconds without a new one (a cluster shared
+        with other jobs may not start them all), and at most the warm-up's timeout."""
+        start = last = time.monotonic()
+        while not self.d.stop.is_set() and time.monotonic() - start < WARM_TIMEOUT:
+            waiting = sum(not r.careful and not r.ready for r in self.runners.values())
+            if not waiting or time.monotonic() - last > READY_GAP:
+                return
+            self.receive()
+            if sum(not r.careful and not r.ready for r in self.runners.values()) < waiting:
+                last = time.monotonic()
+
+    def on_ready(self, runner: _Runner) -> None:
+        runner.ready = True
 
     def start_runner(self) -> None:
         d = self.d
@@ -619,15 +655,17 @@ class _Run:
 
     def start_waiting(self) -> None:
         """Coordinators for waiting split cases, up to ``max_splits`` running: each cuts its
-        Jacobians for every worker, so a few fill the cluster; more would only add processes
-        (a coordinator rebuilds and plans its case on CPUs Ray does not count)."""
+        Jacobians for its share of the workers (:func:`split_share`), so a few fill the
+        cluster; more would only add processes (a coordinator rebuilds and plans its case on
+        CPUs Ray does not count)."""
         while self.waiting and len(self.splits) < self.max_splits:
             split = self.waiting.popleft()
             split.id, self.next_split = self.next_split, self.next_split + 1
             self.queue.open_split.remote(split.id)
             case, d = split.case, self.d
+            share = split_share(d.workers, self.max_splits, len(self.splits), len(self.waiting))
             generator = self.coordinators.start(
-                d.suite, case.id, case.fingerprint, d.split_budget, self.queue, split.id, d.gpus_per_runner
+                d.suite, case.id, case.fingerprint, d.split_budget, self.queue, split.id, d.gpus_per_runner, share
             )
             self.splits[generator] = split
             self.split_ids[split.id] = generator

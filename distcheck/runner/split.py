@@ -1,5 +1,6 @@
 """Split cases: a case too large for one task runs as ``distcheck.gradcheck`` on the
-dispatch's runners, its Jacobians cut into column and row chunks for every worker.
+dispatch's runners, its Jacobians cut into column and row chunks for its share of the workers
+(every worker for a lone split case; see ``ray_dispatch.split_share``).
 
 Its coordination (rebuilding the case, planning, handing out the chunks, comparing the
 Jacobians, block by block on the workers when they are large) runs on the cluster too, in a
@@ -112,17 +113,21 @@ class Coordinator:
         queue,
         split: int,
         gpus: float | None = None,
+        share: int | None = None,
     ):
         """Yields ``None`` when it starts, then ``(outcome, tasks)``: the case checked in
         Jacobian chunks that the dispatch's runners take from ``queue`` (the case's id there:
         ``split``), and how many chunks that took. ``gpus``: the runners' share of a GPU (a
         suite on GPUs: the coordinator itself holds none; it plans for as many chunks as the
-        GPUs hold)."""
+        GPUs hold). ``share``: the workers its Jacobians are cut for (the driver's
+        :func:`~distcheck.runner.ray_dispatch.split_share`; None: every worker)."""
         yield None
         self.prepare(suite)
         budget = replace(budget, max_bytes=math.inf)  # the case was split: the cluster's memory bounds it
         self.inbox.begin(split)
-        executor = CountingExecutor(QueueExecutor(queue, self.inbox, gpus=gpus, block_bytes=budget.block_bytes))
+        executor = CountingExecutor(
+            QueueExecutor(queue, self.inbox, share=share, gpus=gpus, block_bytes=budget.block_bytes)
+        )
         outcome = run_case(suite, case, fingerprint, budget, distcheck_checker(executor))
         yield outcome, executor.tasks
 
@@ -150,7 +155,7 @@ class Coordinators:
 
     def start(self, suite: Suite, case: CaseId, fingerprint: str | None, budget: Budget, *where):
         """The case on an idle coordinator (a new one if none is idle): its generator, see
-        :meth:`Coordinator.run` (``where``: its ``queue``, ``split`` and ``gpus``)."""
+        :meth:`Coordinator.run` (``where``: its ``queue``, ``split``, ``gpus`` and ``share``)."""
         while self._idle:
             actor = self._idle.pop()
             try:

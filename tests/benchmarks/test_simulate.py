@@ -89,6 +89,20 @@ def test_a_split_case_spreads_over_every_worker():
     assert predict(split, 1, FREE).wall == pytest.approx(64.0 * (1 + 6 / 32000))  # estimate and planning
 
 
+def test_split_cases_running_together_are_each_cut_for_their_share_of_the_workers():
+    """Sixteen split cases found at once on 64 workers, eight at a time: each cut for its share
+    in shrinking rounds (the dispatcher's split_share, the real cost model), not for every
+    worker: about half the chunks, so half the driver's messages, for a wall within a few
+    percent of the bound."""
+    cases = Workload(
+        "slow", tuple(Group(f"g{k}", (Case(64.0, split=True, columns=16000, bytes=10**6),)) for k in range(16))
+    )
+    p = predict(cases, 64, Calibration())
+    every_worker = 16 * (2 + 2 * 64)  # as a lone split case is cut, each
+    assert p.tasks < 0.6 * every_worker
+    assert p.wall < 1.1 * p.bound
+
+
 def test_a_split_case_over_the_block_budget_is_compared_by_block_jobs_on_the_workers():
     """Its units hold at most half the block budget each (rows twice), and one block job per numerical
     column unit compares on a worker slot (overhead, not work); within the budget the

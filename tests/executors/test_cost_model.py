@@ -50,11 +50,32 @@ def test_pieces_are_never_shorter_than_min_task_and_come_in_multiples_of_the_wor
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 16])
-def test_chunks_cover_every_item_once(workers):
+@pytest.mark.parametrize("cluster", [0, 64])
+def test_chunks_cover_every_item_once(workers, cluster):
     for items in (1, 2, 7, 100, 12_345):
         for per_item in (1e-6, 1e-3, 1.0):
-            ranges = CostModel(workers=workers).chunks(Workload(items, per_item))
+            ranges = CostModel(workers=workers, cluster=cluster).chunks(Workload(items, per_item))
             assert sum(_sizes(ranges)) == items
+
+
+def test_a_share_of_a_larger_cluster_is_cut_in_more_shrinking_rounds():
+    """A split case cut for 8 of 64 workers: 7 rounds (7:6:...:1), 56 pieces instead of the
+    whole cluster's 128, and its last round no longer than the whole cluster's last pieces."""
+    assert CostModel(workers=64).rounds() == CostModel(workers=64, cluster=64).rounds() == 2
+    assert CostModel(workers=8, cluster=64).rounds() == 7
+    work = Workload(22_400, 1e-3)  # 22.4 s
+    share = _sizes(CostModel(workers=8, cluster=64).chunks(work))
+    assert share == [size for size in range(700, 0, -100) for _ in range(8)]
+    whole = _sizes(CostModel(workers=64).chunks(work))
+    assert len(whole) == 128 and share[-1] <= min(whole)
+
+
+@pytest.mark.parametrize(("workers", "cluster"), [(1, 2), (2, 64), (16, 64), (8, 256), (32, 1024)])
+def test_a_share_s_last_pieces_are_never_longer_than_the_whole_cluster_s(workers, cluster):
+    work = Workload(10_000_000, 1e-4)  # 1000 s: no piece near min_task
+    share = _sizes(CostModel(workers=workers, cluster=cluster, max_task=1e9).chunks(work))
+    whole = _sizes(CostModel(workers=cluster, max_task=1e9).chunks(work))
+    assert share[-1] <= min(whole) + 1 and len(share) < len(whole)
 
 
 def test_unit_estimates():

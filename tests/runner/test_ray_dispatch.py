@@ -244,11 +244,12 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     reports = []
     for events in runner:
         reports.append((queue.taken, [event[0] for event in events]))
-        if "done" in reports[-1][1] and len(reports) == 2:
+        if "done" in reports[-1][1] and len(reports) == 3:
             first_done = next(event for event in events if event[0] == "done")
-    # the first start goes out at once (the runner was idle); the case to split right after it
-    # ran, before the runner took its next item; then the rest when there is no more work
-    assert reports == [(1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
+    # it says it has begun before it takes work; the first start goes out at once (the runner
+    # was idle); the case to split right after it ran, before the runner took its next item;
+    # then the rest when there is no more work
+    assert reports == [(0, ["ready"]), (1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
     assert type(first_done[4][0][1]) is SplitRequest
 
 
