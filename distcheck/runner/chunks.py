@@ -144,7 +144,7 @@ class QueueExecutor(RayExecutor):
         policy = super().policy
         if self._share is None or not isinstance(policy, CostModel):
             return policy
-        return replace(policy, cluster=RayExecutor.workers.fget(self))
+        return replace(policy, cluster=super().workers)
 
     def _start(self, box: list[ray.ObjectRef], units: Sequence[Unit], groups: list[list[int]]) -> QueueResults:
         chunks = [Chunk(self._inbox.key(), box, tuple(units[k] for k in members)) for members in groups]

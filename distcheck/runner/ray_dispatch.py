@@ -122,9 +122,9 @@ def _prepare(suite: Suite) -> None:
 @ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")
 def _runner(runner: int, work, suite: Suite, budget: Budget, report_every: float, selection: Selection):
     """Takes items from ``work`` (the queue actor) until there are none; yields lists of events:
-    ``("start", item)``, ``("listed", item id, listing, share)`` (the listing a
+    ``("ready",)`` first, once it has loaded the suite; then ``("start", item)``,
+    ``("listed", item id, listing, share)`` (the listing a
     :class:`~distcheck.runner.batches.CaseList`; or ``("unlisted", item id, message)``),
-    ``("ready",)`` first, once it has loaded the suite;
     ``("done", item id, upto, batch, [(k, outcome), ...])`` for the item's cases before the
     ``upto``-th not reported yet: their records as a
     :class:`~distcheck.runner.records.RecordBatch`, and the outcomes the driver acts on (see
@@ -403,12 +403,16 @@ class _Run:
         with other jobs may not start them all), and at most the warm-up's timeout."""
         start = last = time.monotonic()
         while not self.d.stop.is_set() and time.monotonic() - start < WARM_TIMEOUT:
-            waiting = sum(not r.careful and not r.ready for r in self.runners.values())
+            waiting = self.unready()
             if not waiting or time.monotonic() - last > READY_GAP:
                 return
             self.receive()
-            if sum(not r.careful and not r.ready for r in self.runners.values()) < waiting:
+            if self.unready() < waiting:
                 last = time.monotonic()
+
+    def unready(self) -> int:
+        """Runners of the queue that have not begun yet."""
+        return sum(not r.careful and not r.ready for r in self.runners.values())
 
     def on_ready(self, runner: _Runner) -> None:
         runner.ready = True
