@@ -13,15 +13,18 @@ def add_parser(commands) -> None:
     report = commands.add_parser(
         "report",
         help="JUnit XML and HTML reports of a past run",
-        description="Write the reports of a past run (a JSON report or a run folder).",
+        description="Write the reports of a past run (a JSON report or a run folder). Paths may be URLs of "
+        "an object store (s3://bucket/runs/x; needs distcheck[cloud]).",
     )
-    report.add_argument("path", metavar="RUN", help="a JSON report or a run folder")
+    report.add_argument("path", metavar="RUN", help="a JSON report or a run folder (a path or URL)")
     report_options(report)
     report.set_defaults(func=execute)
 
 
 def report_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML (as pytest's xunit2) for a CI dashboard")
+    parser.add_argument(
+        "--junit", metavar="FILE", help="also write JUnit XML (as pytest's xunit2) for a CI dashboard (a path or URL)"
+    )
     parser.add_argument(
         "--junit-names",
         choices=("distcheck", "pytorch"),
@@ -32,7 +35,8 @@ def report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--html",
         metavar="FILE",
-        help="also write an HTML report (one self-contained file: summary, filterable cases, heatmaps of failures)",
+        help="also write an HTML report (one self-contained file: summary, filterable cases, heatmaps of failures; "
+        "a path or URL)",
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 import platform
 from collections import Counter
@@ -29,6 +30,7 @@ from distcheck.reports.compare import FAILING, first_line
 from distcheck.reports.load import LoadedRun
 from distcheck.runner import artifacts
 from distcheck.runner.records import VERDICTS, CaseRecord
+from distcheck.storage import location
 from distcheck.suites.base import CHECK_KINDS, CaseId
 
 TABLE_ROWS = 1000
@@ -215,7 +217,7 @@ def _pictures(run: LoadedRun, record: CaseRecord) -> str:
     path = run.blocks_path(record)
     if path is None:
         return ""
-    blocks = artifacts.load(path)
+    blocks = artifacts.load(io.BytesIO(location.read_bytes(path)))  # a local file or an object
     data = base64.b64encode(heatmaps.figure_png(blocks)).decode()
     alt = f"heatmaps of the Jacobian blocks of {record.id}"
     return (
@@ -294,5 +296,7 @@ def write(out: TextIO, run: LoadedRun) -> None:
 
 
 def write_file(path: str, run: LoadedRun) -> None:
-    with open(path, "w", encoding="utf-8") as out:
-        write(out, run)
+    """The report of ``run`` at ``path`` (local or a URL), written whole."""
+    out = io.StringIO()
+    write(out, run)
+    location.write_text(path, out.getvalue())

@@ -6,12 +6,12 @@ resumes it; its counts are those of the cases recorded so far."""
 from __future__ import annotations
 
 import json
-import os
 import platform
 from typing import Any
 
 from distcheck.runner.records import RecordList
 from distcheck.runner.result import RunResult
+from distcheck.storage import location
 
 
 def report(result: RunResult, command: list[str] | None = None, resume: list[str] | None = None) -> dict[str, Any]:
@@ -73,12 +73,8 @@ def text(result: RunResult, command: list[str] | None = None, resume: list[str] 
 def write(
     result: RunResult, path: str | list[str], command: list[str] | None = None, resume: list[str] | None = None
 ) -> None:
-    """Write the report to ``path`` (or to each of several paths: the text made once) whole:
-    into a temporary file renamed over it (a reader, or a driver killed while writing, never
-    leaves half a report)."""
+    """Write the report to ``path`` (or to each of several paths, local or URLs: the text made
+    once) whole: a reader, or a driver killed while writing, never sees half a report."""
     report_text = text(result, command, resume)
     for one in [path] if isinstance(path, str) else path:
-        temporary = f"{one}.tmp"
-        with open(temporary, "w") as f:
-            f.write(report_text)
-        os.replace(temporary, one)
+        location.write_text(one, report_text)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import io
 import re
 import socket
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ from distcheck.reports import repro
 from distcheck.reports.compare import FLAKY
 from distcheck.reports.load import LoadedRun
 from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, XPASS, CaseRecord, RecordList
+from distcheck.storage import location
 from distcheck.suites.base import CHECK_KINDS
 
 UNEXPECTED = "xpass-test"  # an xpass case whose test's cases all passed (see RecordList.unexpected_passes)
@@ -177,5 +179,6 @@ def write_file(path: str, run: LoadedRun, writer: Callable = write) -> None:
     """The run's JUnit XML at ``path``, written by ``writer`` (:func:`write`: a testcase per
     case; :func:`distcheck.reports.pytorch_junit.write`: a testcase per PyTorch test)."""
     mode = str(run.info.get("mode") or "fast")
-    with open(path, "w", encoding="utf-8") as out:
-        writer(out, run.records, properties(run), lambda r: repro.command(r, mode))
+    out = io.StringIO()
+    writer(out, run.records, properties(run), lambda r: repro.command(r, mode))
+    location.write_text(path, out.getvalue())

@@ -1,20 +1,24 @@
-"""Reading a finished (or interrupted) run back: a JSON report, or a run folder.
+"""Reading a finished (or interrupted) run back: a JSON report, or a run folder, each a local
+path or the URL of an object store (``s3://bucket/runs/x``, see :mod:`distcheck.storage`).
 
 A run folder ``DIR`` is read from ``DIR/report.json`` when the run finished, else from the case
-lines of ``DIR/records.jsonl`` (JSON Lines in the manner of pytest-reportlog: a ``RunStart``
-line, one ``CaseRecord`` line per case, a ``RunFinish`` line at the end). Failure blocks are in
+lines of its records (JSON Lines in the manner of pytest-reportlog: a ``RunStart`` line, one
+``CaseRecord`` line per case, a ``RunFinish`` line at the end), ``DIR/records.jsonl`` and/or
+the parts of ``DIR/records/`` (see :mod:`distcheck.storage.segments`). Failure blocks are in
 ``DIR/blocks/``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from distcheck.runner.records import CaseRecord
-from distcheck.suites.base import CaseId, UsageError, read_json
+from distcheck.storage import location, segments
+from distcheck.suites.base import CaseId, UsageError
+
+REPORT = "report.json"
 
 
 class LoadError(UsageError):
@@ -35,8 +39,8 @@ class LoadedRun:
         """Where a record's failure blocks are, if they are there."""
         if record.blocks is None or self.folder is None:
             return None
-        path = os.path.join(self.folder, "blocks", record.blocks)
-        return path if os.path.exists(path) else None
+        path = location.join(self.folder, "blocks", record.blocks)
+        return path if location.exists(path) else None
 
 
 def record_from_json(line: dict[str, Any]) -> CaseRecord:
@@ -62,46 +66,54 @@ def _records(items, where: str) -> list[CaseRecord]:
     return records
 
 
+def _json(path: str):
+    text = location.read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LoadError(f"{path} is not JSON ({e.msg}, line {e.lineno})") from None
+
+
 def _report(path: str) -> LoadedRun:
-    data = read_json(path, error=LoadError)
+    data = _json(path)
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise LoadError(f'{path} is not a distcheck report (no "cases" list)')
     return LoadedRun(path, dict(data.get("summary") or {}), _records(data["cases"], path))
 
 
-def _record_lines(path: str) -> LoadedRun:
+def _record_lines(folder: str) -> LoadedRun:
     info: dict[str, Any] = {}
     items: dict[str, dict] = {}  # by case id: a resumed run may record a case again
-    with open(path) as f:
-        for number, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                line = json.loads(text)
-            except json.JSONDecodeError:
-                if text.endswith("\n"):
-                    raise LoadError(f"{path}:{number} is not JSON") from None
+    for line in segments.read_lines(folder):
+        try:
+            data = json.loads(line.text)
+        except json.JSONDecodeError:
+            if line.may_be_cut:
                 break  # the last line of an interrupted run, half written
-            kind = line.pop("$report_type", None)
-            if kind == "CaseRecord":
-                items[str(line.get("id"))] = line
-            elif kind in ("RunStart", "RunFinish"):
-                info.update(line)
-    return LoadedRun(path, info, _records(items.values(), path))
+            raise LoadError(f"{line.where}:{line.number} is not JSON") from None
+        kind = data.pop("$report_type", None)
+        if kind == "CaseRecord":
+            items[str(data.get("id"))] = data
+        elif kind in ("RunStart", "RunFinish"):
+            info.update(data)
+    return LoadedRun(folder, info, _records(items.values(), folder))
 
 
 def load_run(path: str) -> LoadedRun:
-    """The run at ``path``: a JSON report, or a run folder. Raises :class:`LoadError`."""
-    if os.path.isdir(path):
-        report, lines = os.path.join(path, "report.json"), os.path.join(path, "records.jsonl")
-        if os.path.exists(report):
+    """The run at ``path`` (a path or URL): a JSON report, or a run folder. Raises
+    :class:`LoadError`, or :class:`~distcheck.storage.location.StoreError` when a store fails."""
+    if location.is_folder(path):
+        report = location.join(path, REPORT)
+        if location.exists(report):
             run = _report(report)
-        elif os.path.exists(lines):
-            run = _record_lines(lines)
+        elif segments.has_records(path):
+            run = _record_lines(path)
         else:
-            raise LoadError(f"{path} is a folder without report.json or records.jsonl: not a run folder")
+            raise LoadError(
+                f"{path} is a folder without {REPORT}, {segments.RECORDS} or {segments.PARTS}/: not a run folder"
+            )
         run.folder = path
         return run
-    if not os.path.exists(path):
+    if not location.exists(path):
         raise LoadError(f"no such report or run folder: {path}")
     return _report(path)
