@@ -8,6 +8,9 @@ it started: the nodes' process groups, then any process whose command line names
 
     with LoopbackCluster(nodes=4, cpus=16) as cluster:
         ray.init(address=cluster.address)
+
+``dashboard=True`` gives the head Ray's dashboard, whose job server takes ``ray job submit
+--address cluster.dashboard_url`` (needs ``ray[default]``).
 """
 
 from __future__ import annotations
@@ -90,16 +93,22 @@ def _signal(pids: set[int], sig: int) -> None:
 class LoopbackCluster:
     """``nodes`` Ray nodes of ``cpus`` CPUs on this machine (see the module's docstring)."""
 
-    def __init__(self, nodes: int = 4, cpus: int = 16, log=print):
+    def __init__(self, nodes: int = 4, cpus: int = 16, log=print, dashboard: bool = False):
         self.nodes, self.cpus, self.log = nodes, cpus, log
         self.root = tempfile.mkdtemp(prefix="dcsim-")  # short: Ray's socket paths must stay < 108 chars
         self.port = free_port()
+        self.dashboard_port = free_port() if dashboard else None
         self.groups: list[int] = []
         self.started = 0.0  # seconds to start every node
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def dashboard_url(self) -> str | None:
+        """The head's dashboard (job server), if it has one."""
+        return None if self.dashboard_port is None else f"http://127.0.0.1:{self.dashboard_port}"
 
     @property
     def workers(self) -> int:
@@ -109,6 +118,12 @@ class LoopbackCluster:
         directory = os.path.join(self.root, f"n{index}")
         os.makedirs(directory)
         where = ["--head", f"--port={self.port}", "--include-dashboard=false"]
+        if self.dashboard_port is not None:
+            where[2:] = [
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
+            ]
         if index:
             where = [f"--address={self.address}"]
         command = [ray_command(), "start", *where, f"--num-cpus={self.cpus}", f"--temp-dir={directory}"]
