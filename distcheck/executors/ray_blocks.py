@@ -45,9 +45,25 @@ class RayBlocks:
         self.tasks = 0
 
     def run(self, jobs: Sequence[BlockJob]) -> list[JobOutcome]:
-        refs = []
-        for job in jobs:
-            units = ([] if job.numerical is None else [job.numerical]) + list(job.analytical)
-            refs.append(_run_job.remote([{u: self.where(u) for u in units}], job))
+        """Each job's task is submitted once the results it compares are all made (not fetched
+        here): a task that waited for them in ``ray.get`` would give its CPU back to Ray, which
+        would start a new worker process, cold (torch imported again), for the next chunk
+        task in the queue, and on any Ray but one of distcheck's own keep it."""
+        wanted = [{u: self.where(u) for u in _units(job)} for job in jobs]
+        waiting = {k: {ref for ref, _ in pieces.values()} for k, pieces in enumerate(wanted)}
+        made: set[ray.ObjectRef] = set()
+        refs: dict[int, ray.ObjectRef] = {}
+        while waiting:
+            for k in [k for k, needs in waiting.items() if needs <= made]:
+                refs[k] = _run_job.remote([wanted[k]], jobs[k])
+                del waiting[k]
+            unmade = list({ref for needs in waiting.values() for ref in needs} - made)
+            if unmade:
+                ready, _ = ray.wait(unmade, num_returns=1, fetch_local=False)
+                made.update(ready)
         self.tasks += len(refs)
-        return ray.get(refs)
+        return ray.get([refs[k] for k in range(len(jobs))])
+
+
+def _units(job: BlockJob) -> list[int]:
+    return ([] if job.numerical is None else [job.numerical]) + list(job.analytical)

@@ -75,3 +75,33 @@ def test_the_cost_model_caps_a_unit_at_half_the_budget():
     assert CostModel(workers=2).chunks(Workload(100, 0.001, 80)) == CostModel(workers=2).timed_chunks(
         Workload(100, 0.001)
     )
+
+
+def test_a_block_job_starts_only_once_the_results_it_compares_are_made(ray_cluster, monkeypatch):
+    """A job that waited for its results inside its task would give its CPU back to Ray, which
+    starts a new, cold worker process for the next task in the queue."""
+    import time
+    from types import SimpleNamespace
+
+    from distcheck.executors import ray_blocks
+
+    @ray_cluster.remote(num_cpus=0)
+    def made(seconds: float, value: int) -> list[int]:
+        time.sleep(seconds)
+        return [value]
+
+    results = [made.remote(0.3 * k, k) for k in range(4)]  # made 0, 0.3, 0.6, 0.9 s from now
+    started = []
+
+    class Recorded:
+        def remote(self, pieces, job):
+            (where,) = pieces
+            refs = [ref for ref, _ in where.values()]
+            ready, _ = ray_cluster.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+            started.append(len(ready) == len(refs))
+            return ray_cluster.put(job.name)
+
+    monkeypatch.setattr(ray_blocks, "_run_job", Recorded())
+    jobs = [SimpleNamespace(name=k, numerical=k, analytical=(3 - k,)) for k in range(4)]
+    outcomes = ray_blocks.RayBlocks(lambda unit: (results[unit], 0), budget=0).run(jobs)
+    assert outcomes == [0, 1, 2, 3] and started == [True] * 4
