@@ -4,10 +4,15 @@
     machine's disk;
 (b) a real run, fast mode, serial (one process: nothing hides the writer's cost), timed with and
     without the writer, alternately, ``--repeats`` times each: the median wall times and their
-    difference.
+    difference;
+(c) with ``--store``: the records a second the driver sustains, and this process's CPU a record
+    (every thread), writing to a local folder and to an object store — a local S3 server (moto's,
+    in a process of its own on 127.0.0.1), the records as segments — alternately, ``--repeats``
+    times each, 100,000 records each time (the store's round trips are loopback's, not a cloud's).
 
     .venv/bin/python benchmarks/bench_run_folder.py                  # ~1 minute
     .venv/bin/python benchmarks/bench_run_folder.py --ops add,mul,sub --repeats 5
+    .venv/bin/python benchmarks/bench_run_folder.py --store-only     # (c) alone
 
 Target: the difference is below the run-to-run noise (well under 1 %).
 """
@@ -15,8 +20,11 @@ Target: the difference is below the run-to-run noise (well under 1 %).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +51,85 @@ def writer_alone(records: int) -> float:
     return seconds / records * 1e6
 
 
+def _record_lines(records: int) -> list[str]:
+    """The lines of ``records`` fast-mode records, as the driver writes them."""
+    record = CaseRecord(CaseId("torch-opinfo", "nn.functional.conv2d", "float64", "gradgrad", 3), "fail", "x" * 400)
+    batch = RecordBatch([CaseRecord(record.case, record.verdict, record.message, k * 1e-3, 1) for k in range(records)])
+    return [f'{{"$report_type":"CaseRecord",{body}' for body in batch.bodies]
+
+
+@contextlib.contextmanager
+def local_s3():
+    """A local S3 server in a process of its own (its CPU is not the driver's) and a bucket:
+    yields the bucket's URL, this process's environment set to reach it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ.update(
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    try:
+        import fsspec
+
+        fs = fsspec.filesystem("s3")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                fs.mkdir("bench-run-folder")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield "s3://bench-run-folder"
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def sustained(lines: list[str], folder: str) -> tuple[float, float]:
+    """Records a second written to ``folder`` (local: records.jsonl appended as a run does;
+    URL: segments) until all are there, and this process's CPU µs per record."""
+    from distcheck.storage import location
+    from distcheck.storage.segments import SegmentWriter
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    if location.is_url(folder):
+        writer = SegmentWriter(folder)
+        for line in lines:
+            writer.write(line)
+        writer.close()
+    else:
+        with open(os.path.join(folder, "records.jsonl"), "a", buffering=1) as f:
+            for line in lines:
+                f.write(line + "\n")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return len(lines) / wall, cpu / len(lines) * 1e6
+
+
+def store_cost(repeats: int, records: int = 100_000) -> None:
+    lines = _record_lines(records)
+    local, store = [], []
+    with local_s3() as bucket:
+        for k in range(repeats):
+            with tempfile.TemporaryDirectory() as folder:
+                local.append(sustained(lines, folder))
+            store.append(sustained(lines, f"{bucket}/run-{k}"))
+    for name, figures in (("a local folder", local), ("the local S3 server", store)):
+        rate = statistics.median(f[0] for f in figures)
+        cpu = statistics.median(f[1] for f in figures)
+        print(f"(c) {name}: {rate:,.0f} records/s sustained, {cpu:.1f} µs of this process's CPU a record")
+
+
 def timed_run(selection: Selection, folder: str | None) -> tuple[float, int]:
     suite, options = get_suite("torch-opinfo"), RunOptions(serial=True)
     writer = None if folder is None else RunWriter(folder, run_start("torch-opinfo", "fast", selection, options, []))
@@ -55,8 +142,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="add,mul,sub,cdist,linalg.det,nn.functional.conv2d", help="op names")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--store", action="store_true", help="also (c): a local folder against an object store")
+    parser.add_argument("--store-only", action="store_true", help="(c) alone")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if args.store or args.store_only:
+        store_cost(args.repeats)
+    if args.store_only:
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     print(f"(a) writer alone: {writer_alone(20000):.1f} µs per record")
     selection = Selection(checks=("grad", "gradgrad"), ops=tuple(args.ops.split(",")), dtypes=("float64",))
     timed_run(selection, None)  # warm: op_db, samples, torch's first calls
