@@ -27,7 +27,8 @@ def loops(suite, infos, budget):
     """The two loops over ``infos``: torch's gradcheck (as ``bench_suite.py``'s reference
     loop judges a case) and distcheck's case runner (as a runner runs a case)."""
     from distcheck.runner.case_runner import run_case, to_record
-    from distcheck.runner.judge import judge, torch_checker
+    from distcheck.runner.judge import judge
+    from distcheck.suites.checkers import torch_checker
 
     checker = torch_checker()
 

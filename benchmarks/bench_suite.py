@@ -55,10 +55,11 @@ from distcheck.reports import json_report  # noqa: E402
 from distcheck.reports.console import ConsoleProgress, summary  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
 from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
-from distcheck.runner.judge import judge, torch_checker  # noqa: E402
+from distcheck.runner.judge import judge  # noqa: E402
 from distcheck.runner.records import CaseRecord  # noqa: E402
 from distcheck.runner.runner import select  # noqa: E402
 from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
+from distcheck.suites.checkers import torch_checker  # noqa: E402
 
 SUITE = "torch-opinfo"
 QUICK = 0.005  # seconds of torch time: a "small" case, where per-case overhead decides

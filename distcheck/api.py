@@ -6,10 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from distcheck.check import run_check
-from distcheck.engines import checks, engine_for, reference_scope
-from distcheck.engines.tuples import as_tuple
-from distcheck.errors import GradcheckError
+from distcheck import check
 from distcheck.executors import resolve
 from distcheck.options import CheckOptions
 
@@ -57,13 +54,7 @@ def gradcheck(
         fast_mode=fast_mode,
         masked=masked,
     )
-    try:
-        run_check(func, inputs, options, resolve(executor))
-    except GradcheckError:
-        if raise_exception:
-            raise
-        return False
-    return True
+    return check.passes(func, inputs, options, resolve(executor), raise_exception)
 
 
 def gradgradcheck(
@@ -91,32 +82,22 @@ def gradgradcheck(
     Same signature, defaults and verdicts as ``torch.autograd.gradgradcheck``. Random
     grad-outputs (uniform in [-1, 1], from the engine's global RNG) are made when none are given.
     """
-    if not (check_fwd_over_rev or check_rev_over_rev):
-        raise AssertionError("Expected at least one of check_fwd_over_rev or check_rev_over_rev to be True")
-    if check_undefined_grad and not check_rev_over_rev:
-        raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to be True")
-    if check_batched_grad and not check_rev_over_rev:
-        raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be True")
-    tupled = as_tuple(inputs)
-    engine = engine_for(func, tupled)
-    if grad_outputs is None:
-        with reference_scope():
-            grad_outputs = checks.default_grad_outputs(engine, func, tupled, gen_non_contig_grad_outputs)
-    derived, derived_inputs = checks.grad_function(engine, func, tupled, as_tuple(grad_outputs))
-    return gradcheck(
-        derived,
-        derived_inputs,
+    return check.gradgradcheck(
+        func,
+        inputs,
+        resolve(executor),
+        grad_outputs,
         eps=eps,
         atol=atol,
         rtol=rtol,
+        gen_non_contig_grad_outputs=gen_non_contig_grad_outputs,
         raise_exception=raise_exception,
         nondet_tol=nondet_tol,
         check_undefined_grad=check_undefined_grad,
         check_grad_dtypes=check_grad_dtypes,
         check_batched_grad=check_batched_grad,
+        check_fwd_over_rev=check_fwd_over_rev,
+        check_rev_over_rev=check_rev_over_rev,
         fast_mode=fast_mode,
-        check_forward_ad=check_fwd_over_rev,
-        check_backward_ad=check_rev_over_rev,
         masked=masked,
-        executor=executor,
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from distcheck.engines import Engine, TensorInfo, derivatives, engine_for, reference_scope
+from distcheck.engines import Engine, TensorInfo, checks, derivatives, engine_for, reference_scope
 from distcheck.engines.reference import reference_call
 from distcheck.engines.tuples import as_tuple
+from distcheck.errors import GradcheckError
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
 from distcheck.plan.cost_model import best_time, work_seconds
@@ -73,15 +74,22 @@ def describe_outputs(engine: Engine, outputs: tuple) -> list[TensorInfo | None]:
     return infos
 
 
-def _measure_costs(
-    engine: Engine, func: Callable, inputs: tuple, output_infos, input_infos, first: Costs | None = None
+def measure_costs(
+    engine: Engine,
+    func: Callable,
+    inputs: tuple,
+    output_infos,
+    input_infos,
+    limits: Sequence[float] = (math.inf,),
+    best: Costs | None = None,
 ) -> Costs:
-    """Time one evaluation and one backward pass on the driver, for the chunking policy: once
-    each, or, after ``first`` (those single timings), the best of up to three timings, the first
-    counted (:func:`best_time`). The engine's global RNG is left as it was: calls the reference
-    does not make must not move it (a function that draws random numbers; a test draws its next
-    samples after the check)."""
-    limits, taken = ((math.inf,), Costs(math.inf, math.inf)) if first is None else ((0.1, 0.0), first)
+    """The time of one evaluation and of one backward pass (the first differentiable output's
+    rows; an evaluation's where an output is complex): the best of up to ``len(limits)``
+    timings of each (:func:`best_time`), ``best``'s counted as a first round. The engine's
+    global RNG is left as it was: calls the reference does not make must not move it (a
+    function that draws random numbers; a test draws its next samples after the check). The
+    backward pass differentiates the reference call of the current reference scope."""
+    taken = best or Costs(math.inf, math.inf)
     state = engine.rng_state()
     try:
         evaluation = backward = best_time(lambda: engine.call(func, inputs), limits, best=taken.evaluation)
@@ -109,7 +117,9 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
     measured: list[Costs] = []
 
     def measure() -> Costs:
-        measured.append(_measure_costs(engine, func, tupled, output_infos, input_infos, *measured[:1]))
+        # once each; then, after those single timings, the best of up to three, the first counted
+        limits = (0.1, 0.0) if measured else (math.inf,)
+        measured.append(measure_costs(engine, func, tupled, output_infos, input_infos, limits, *measured[:1]))
         return measured[-1]
 
     def plan() -> Plan:
@@ -137,3 +147,65 @@ def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exec
             reduce(plan, results, options, engine, run_more=lambda units: executor.submit(plan.subject, units))
         finally:
             results.close()
+
+
+def passes(
+    func: Callable, inputs: Any, options: CheckOptions, executor: Executor, raise_exception: bool = True
+) -> bool:
+    """gradcheck's result: True if the check passes; its failure raised, or False if
+    ``raise_exception`` is False."""
+    try:
+        run_check(func, inputs, options, executor)
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+    return True
+
+
+def gradcheck(func: Callable, inputs: Any, executor: Executor, *, raise_exception: bool = True, **options: Any) -> bool:
+    """:func:`passes`, with gradcheck's keyword arguments (those of :class:`CheckOptions`)."""
+    return passes(func, inputs, CheckOptions(**options), executor, raise_exception)
+
+
+def gradgradcheck(
+    func: Callable,
+    inputs: Any,
+    executor: Executor,
+    grad_outputs: Any = None,
+    *,
+    gen_non_contig_grad_outputs: bool = False,
+    check_fwd_over_rev: bool = False,
+    check_rev_over_rev: bool = True,
+    check_undefined_grad: bool = True,
+    check_batched_grad: bool = False,
+    masked: bool = False,
+    **options: Any,
+) -> bool:
+    """gradcheck of ``(inputs, grad_outputs) -> grads``, with gradgradcheck's keyword arguments
+    (its own, and gradcheck's ``eps``, ``atol``, ``rtol``, ``nondet_tol``, ``check_grad_dtypes``,
+    ``fast_mode``, ``raise_exception``). Random grad-outputs (uniform in [-1, 1], from the
+    engine's global RNG) are made when none are given."""
+    if not (check_fwd_over_rev or check_rev_over_rev):
+        raise AssertionError("Expected at least one of check_fwd_over_rev or check_rev_over_rev to be True")
+    if check_undefined_grad and not check_rev_over_rev:
+        raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to be True")
+    if check_batched_grad and not check_rev_over_rev:
+        raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be True")
+    tupled = as_tuple(inputs)
+    engine = engine_for(func, tupled)
+    if grad_outputs is None:
+        with reference_scope():
+            grad_outputs = checks.default_grad_outputs(engine, func, tupled, gen_non_contig_grad_outputs)
+    derived, derived_inputs = checks.grad_function(engine, func, tupled, as_tuple(grad_outputs))
+    return gradcheck(
+        derived,
+        derived_inputs,
+        executor,
+        check_undefined_grad=check_undefined_grad,
+        check_batched_grad=check_batched_grad,
+        check_forward_ad=check_fwd_over_rev,
+        check_backward_ad=check_rev_over_rev,
+        masked=masked,
+        **options,
+    )

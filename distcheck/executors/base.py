@@ -9,7 +9,7 @@ executor's business; the numbers must not depend on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from distcheck.plan.chunking import ChunkPolicy
 from distcheck.plan.subject import Subject
@@ -17,6 +17,12 @@ from distcheck.plan.units import Unit, UnitResult
 
 
 class Results(Protocol):
+    """A check's unit results. ``blocks``: runs the block jobs of a comparison whose Jacobians
+    exceed its ``budget`` bytes where the results are (see :mod:`distcheck.reduce.blockwise`);
+    None: the reducer assembles every Jacobian."""
+
+    blocks: Any | None
+
     def get(self, index: int) -> UnitResult:
         """The result of unit ``index`` (blocking until it is available)."""
 

@@ -16,9 +16,16 @@ from distcheck.plan.units import Unit, UnitResult, execute
 
 
 class SerialResults:
-    def __init__(self, subject: Subject, units: Sequence[Unit], threads: int):
+    """Units run here when first asked for; comparisons over ``block_bytes`` block by block."""
+
+    def __init__(self, subject: Subject, units: Sequence[Unit], threads: int, block_bytes: float = math.inf):
         self._subject, self._units, self._threads = subject, units, threads
         self._done: dict[int, UnitResult] = {}
+        self.blocks = None
+        if math.isfinite(block_bytes):
+            from distcheck.reduce.blockwise import LocalBlocks
+
+            self.blocks = LocalBlocks(self, block_bytes)
 
     def get(self, index: int) -> UnitResult:
         if index not in self._done:
@@ -44,12 +51,7 @@ class SerialExecutor:
         self.threads, self.block_bytes = threads, block_bytes
 
     def submit(self, subject: Subject, units: Sequence[Unit]) -> SerialResults:
-        results = SerialResults(subject, units, self.threads)
-        if math.isfinite(self.block_bytes):
-            from distcheck.reduce.blockwise import LocalBlocks
-
-            results.blocks = LocalBlocks(results, self.block_bytes)
-        return results
+        return SerialResults(subject, units, self.threads, self.block_bytes)
 
     def __repr__(self) -> str:
         budget = "" if math.isinf(self.block_bytes) else f", block_bytes={self.block_bytes:g}"

@@ -80,7 +80,7 @@ class Reducer:
     # -- stages --------------------------------------------------------------------------
 
     def jacobian_comparison(self, stage: JacobianComparison) -> None:
-        runner = getattr(self.results, "blocks", None)
+        runner = self.results.blocks
         if blockwise.applies(self.plan, stage, runner):
             return blockwise.judge(self, stage, runner)
         value = jacobians.window(self.value, stage.numerical_outputs)

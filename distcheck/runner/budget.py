@@ -26,10 +26,10 @@ import time
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
+from distcheck.check import measure_costs
 from distcheck.engines import engine_for, reference_scope
-from distcheck.engines.derivatives import row_vjp
 from distcheck.plan.comparisons import serial_bytes
-from distcheck.plan.cost_model import best_time
+from distcheck.plan.planner import Costs
 from distcheck.suites.base import BuiltCase, CheckCall
 
 RAM_FRACTION = 0.25  # default memory budget: this share of the machine's RAM
@@ -111,29 +111,27 @@ class _Measured:
 
 def _measure(case: BuiltCase) -> _Measured:
     """Sizes from one evaluation; for a case that is not tiny, the times of an evaluation and
-    of a backward pass (fastest of a few)."""
+    of a backward pass (fastest of three: :func:`~distcheck.check.measure_costs`)."""
     engine = engine_for(case.func, case.inputs)
-    diff = [k for k, x in enumerate(case.inputs) if engine.is_tensor(x) and engine.info(x, case.func, k).requires_grad]
-    inputs = [engine.info(case.inputs[k], case.func, k) for k in diff]
+    inputs = [engine.info(x, case.func, k) if engine.is_tensor(x) else None for k, x in enumerate(case.inputs)]
     start = time.perf_counter()
-    outputs = engine.call(case.func, case.inputs)
-    evaluation = backward = time.perf_counter() - start
-    described = [(p, engine.info(o)) for p, o in enumerate(outputs) if engine.is_tensor(o)]
-    differentiable = [(p, o) for p, o in described if o.requires_grad and o.is_float_or_complex and o.numel]
-    columns = sum(i.numel for i in inputs)
-    rows = sum(o.numel for _, o in differentiable)
+    called = engine.call(case.func, case.inputs)
+    evaluation = time.perf_counter() - start
+    outputs = [engine.info(o) if engine.is_tensor(o) else None for o in called]
+    diff = [i for i in inputs if i is not None and i.requires_grad]
+    differentiable = [o for o in outputs if o is not None and o.requires_grad and o.is_float_or_complex and o.numel]
+    columns = sum(i.numel for i in diff)
+    rows = sum(o.numel for o in differentiable)
+    costs = Costs(evaluation, evaluation)
     if columns + rows >= _TIMED_FROM:
-        evaluation = backward = best_time(lambda: engine.call(case.func, case.inputs), _THREE_TIMINGS)
-        if diff and differentiable:
-            # a scope of its own: the check that follows makes its own reference call, after its
-            # suite reseeds the RNGs, as torch's does; it must not differentiate this timing call's
-            with reference_scope():
-                vjp = row_vjp(engine, case.func, case.inputs, differentiable[0][0], diff)
-                backward = best_time(lambda: vjp(0), _THREE_TIMINGS)
-    complex_inputs = any(i.is_complex for i in inputs)
-    complex_outputs = any(o.is_complex for _, o in differentiable)
+        # a scope of its own: the check that follows makes its own reference call, after its
+        # suite reseeds the RNGs, as torch's does; it must not differentiate this timing call's
+        with reference_scope():
+            costs = measure_costs(engine, case.func, case.inputs, outputs, inputs, _THREE_TIMINGS)
+    complex_inputs = any(i.is_complex for i in diff)
+    complex_outputs = any(o.is_complex for o in differentiable)
     itemsize = 16 if complex_inputs or complex_outputs else 8
-    return _Measured(columns, rows, itemsize, evaluation, backward, complex_inputs, complex_outputs)
+    return _Measured(columns, rows, itemsize, costs.evaluation, costs.backward, complex_inputs, complex_outputs)
 
 
 def _call_estimate(m: _Measured, call: CheckCall) -> Estimate:

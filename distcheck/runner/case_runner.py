@@ -15,9 +15,10 @@ from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
 from distcheck.runner import artifacts, memory_probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
-from distcheck.runner.judge import Checker, distcheck_checker, judged, raised
+from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
+from distcheck.suites.checkers import Checker
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,15 @@ import itertools
 import threading
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import ray
 from ray.exceptions import RayError
 
 from distcheck.executors.ray_blocks import run_block_job
-from distcheck.executors.ray_executor import RayExecutor, run_units, worker_subject
-from distcheck.plan.chunking import ChunkPolicy
+from distcheck.executors.ray_executor import RayExecutor
+from distcheck.executors.ray_tasks import run_units, worker_subject
 from distcheck.plan.comparisons import BlockJob, JobOutcome
-from distcheck.plan.cost_model import CostModel
 from distcheck.plan.units import Unit, UnitResult
 from distcheck.runner import memory_probe
 
@@ -123,33 +122,23 @@ class Inbox:
 DROPPED = "the chunk was cancelled"
 
 
-class QueueExecutor(RayExecutor):
-    """A split case's executor in its coordinator: placement, planning and the subject as on the
-    Ray executor; the chunks go to the dispatch's ``queue``, their results come to ``inbox``.
-    ``share``: the workers the case's work is cut for (None: the cluster's, as the Ray
-    executor's), never more than the cluster has."""
+class QueueTasks:
+    """A split case's tasks: its chunks go to the dispatch's ``queue``, their results come to
+    ``inbox`` (the ``tasks`` of its coordinator's :class:`RayExecutor`)."""
 
-    def __init__(self, queue, inbox: Inbox, share: int | None = None, **options):
-        super().__init__(**options)
-        self._queue, self._inbox, self._share = queue, inbox, share
+    def __init__(self, queue, inbox: Inbox):
+        self._queue, self._inbox = queue, inbox
 
-    @property
-    def workers(self) -> int:
-        cluster = super().workers
-        return cluster if self._share is None else max(1, min(self._share, cluster))
-
-    @property
-    def policy(self) -> ChunkPolicy:
-        """The Ray executor's, for the case's share of the cluster (see :meth:`CostModel.rounds`)."""
-        policy = super().policy
-        if self._share is None or not isinstance(policy, CostModel):
-            return policy
-        return replace(policy, cluster=super().workers)
-
-    def _start(self, box: list[ray.ObjectRef], units: Sequence[Unit], groups: list[list[int]]) -> QueueResults:
+    def launch(self, box: list, units: Sequence[Unit], groups: list[list[int]], block_bytes: float) -> QueueResults:
         chunks = [Chunk(self._inbox.key(), box, tuple(units[k] for k in members)) for members in groups]
         self._queue.put_chunks.remote(chunks)
-        return QueueResults(self._queue, self._inbox, [c.key for c in chunks], groups, self.block_bytes)
+        return QueueResults(self._queue, self._inbox, [c.key for c in chunks], groups, block_bytes)
+
+
+def queue_executor(queue, inbox: Inbox, share: int | None = None, **options) -> RayExecutor:
+    """A split case's executor in its coordinator: placement, planning and the subject as on the
+    Ray executor, cut for ``share`` workers; its chunks go to the dispatch's ``queue``."""
+    return RayExecutor(share=share, tasks=QueueTasks(queue, inbox), **options)
 
 
 class QueueResults:

@@ -16,42 +16,25 @@ of a plain call (an op's in-place variant that claims no autograd) is made of on
 from __future__ import annotations
 
 import functools
-import importlib
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 
+from distcheck import check
+from distcheck.errors import GradcheckError
+from distcheck.executors import Executor
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.gpus import is_out_of_memory, out_of_memory
 from distcheck.runner.records import ERROR, FAIL, PASS, XFAIL, XPASS
 from distcheck.suites.base import BuiltCase, CheckCall
+from distcheck.suites.checkers import Checker
 
 
-@dataclass(frozen=True)
-class Checker:
-    """The gradcheck / gradgradcheck functions a case is judged with, and the exception types
-    that mean "the gradients are wrong"."""
-
-    gradcheck: Callable[..., bool]
-    gradgradcheck: Callable[..., bool]
-    failures: tuple[type[BaseException], ...]
-
-
-def distcheck_checker(executor) -> Checker:
-    """distcheck's checks, running their units on ``executor``."""
-    import distcheck
-
+def distcheck_checker(executor: Executor) -> Checker:
+    """distcheck's checks (:mod:`distcheck.check`), running their units on ``executor``."""
     return Checker(
-        functools.partial(distcheck.gradcheck, executor=executor),
-        functools.partial(distcheck.gradgradcheck, executor=executor),
-        (distcheck.GradcheckError,),
+        functools.partial(check.gradcheck, executor=executor),
+        functools.partial(check.gradgradcheck, executor=executor),
+        (GradcheckError,),
     )
-
-
-def torch_checker() -> Checker:
-    """torch.autograd's own checks (the reference)."""
-    reference = importlib.import_module("torch.autograd.gradcheck")  # the module, not the function
-    return Checker(reference.gradcheck, reference.gradgradcheck, (reference.GradcheckError,))
 
 
 def raised(error: BaseException) -> str:

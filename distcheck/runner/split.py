@@ -36,7 +36,7 @@ from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
 from distcheck.runner.budget import Budget
 from distcheck.runner.case_runner import run_case
-from distcheck.runner.chunks import Inbox, QueueExecutor, QueueResults
+from distcheck.runner.chunks import Inbox, QueueResults, queue_executor
 from distcheck.runner.judge import distcheck_checker
 from distcheck.suites.base import CaseId, Suite
 
@@ -47,7 +47,7 @@ class CountingExecutor:
 
     name = "ray"
 
-    def __init__(self, inner: QueueExecutor):
+    def __init__(self, inner):
         self._inner = inner
         self.tasks = 0
 
@@ -126,7 +126,7 @@ class Coordinator:
         budget = replace(budget, max_bytes=math.inf)  # the case was split: the cluster's memory bounds it
         self.inbox.begin(split)
         executor = CountingExecutor(
-            QueueExecutor(queue, self.inbox, share=share, gpus=gpus, block_bytes=budget.block_bytes)
+            queue_executor(queue, self.inbox, share=share, gpus=gpus, block_bytes=budget.block_bytes)
         )
         outcome = run_case(suite, case, fingerprint, budget, distcheck_checker(executor))
         yield outcome, executor.tasks

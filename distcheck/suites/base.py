@@ -234,7 +234,7 @@ class BuiltCase:
     that the random grad-outputs of gradgradcheck and the batched checks are reproducible).
     ``expected_failure``: the reason the case's test is expected to fail (None: it is not): the
     case is run, ``xfail`` if it fails or errs, ``xpass`` if it passes — unless
-    ``reference()`` (a :class:`~distcheck.runner.judge.Checker`: the engine's own checks) fails
+    ``reference()`` (a :class:`~distcheck.suites.checkers.Checker`: the engine's own checks) fails
     on it: then ``xfail``, with the reference's message, as the engine's own test sees it.
     """
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import distcheck
-from distcheck.executors.ray_executor import RayExecutor
+from distcheck.executors.ray_executor import RayExecutor, RayTasks
 from distcheck.executors.serial import SerialExecutor
 from distcheck.plan.chunking import Workload
 from distcheck.plan.cost_model import CostModel, unit_bytes
@@ -21,17 +21,28 @@ NAMES = {"sin", "complex_sin", "gg_matmul", "wrong_scale", "one_wrong_element", 
 SAMPLE = [c for c in ALL if c.name in NAMES | {"wrong_second_output", "real_to_complex"}]
 
 
+class Recorded(RayTasks):
+    """Ray tasks that keep the units of each task they start."""
+
+    def launch(self, box, units, groups, block_bytes):
+        self.units = [[units[k] for k in members] for members in groups]
+        return super().launch(box, units, groups, block_bytes)
+
+
 class Counted(RayExecutor):
     """A Ray executor that counts the block jobs it ran, and keeps the tasks' units."""
+
+    def __init__(self, **options):
+        super().__init__(tasks=Recorded(), **options)
 
     def submit(self, subject, units):
         results = super().submit(subject, units)
         self.blocks = results.blocks
         return results
 
-    def _start(self, box, units, groups):
-        self.tasks_units = [[units[k] for k in members] for members in groups]
-        return super()._start(box, units, groups)
+    @property
+    def tasks_units(self):
+        return self.tasks.units
 
 
 @pytest.fixture(scope="module")

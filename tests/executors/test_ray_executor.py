@@ -18,8 +18,9 @@ import distcheck
 import distcheck.check as check_module
 from distcheck.check import plan_check
 from distcheck.executors import resolve
-from distcheck.executors.ray_executor import RayExecutor, _portable, resolve_address
+from distcheck.executors.ray_executor import RayExecutor, resolve_address
 from distcheck.executors.ray_front import RayFront, default_ray_executor
+from distcheck.executors.ray_tasks import _portable
 from distcheck.executors.serial import SerialExecutor
 from distcheck.options import CheckOptions
 from distcheck.plan.chunking import Whole

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from distcheck.executors.serial import SerialExecutor
-from distcheck.runner.judge import distcheck_checker, judge, torch_checker
+from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import BuiltCase, CaseId, CheckCall, ExpectedError
+from distcheck.suites.checkers import torch_checker
 from tests.runner.fake_suite import FUNCTIONS, _crash
 
 CASE = CaseId("test", "op", "float64", "grad", 0)

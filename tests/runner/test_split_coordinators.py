@@ -56,7 +56,7 @@ class _FakeExecutor:
 
 
 def _coordinator(monkeypatch, run_case, *share):
-    monkeypatch.setattr(split, "QueueExecutor", _FakeExecutor)
+    monkeypatch.setattr(split, "queue_executor", _FakeExecutor)
     monkeypatch.setattr(split, "distcheck_checker", lambda executor: executor)
     monkeypatch.setattr(split, "run_case", run_case)
     coordinator = object.__new__(split.Coordinator)  # its suite already loaded
@@ -138,10 +138,10 @@ def test_a_split_case_s_executor_plans_for_its_share_never_more_than_the_cluster
     from distcheck.executors.ray_executor import RayExecutor
     from distcheck.plan.chunking import Workload
 
-    monkeypatch.setattr(RayExecutor, "workers", property(lambda self: 64))
+    monkeypatch.setattr(RayExecutor, "cluster_workers", lambda self: 64)
     work = Workload(items=10_000, seconds_per_item=0.01)  # 100 s of columns
     pieces = {
-        share: len(split_chunks.QueueExecutor("queue", split.Inbox(), share=share).policy.timed_chunks(work))
+        share: len(split_chunks.queue_executor("queue", split.Inbox(), share=share).policy.timed_chunks(work))
         for share in (None, 8, 1000)
     }
     # the whole cluster: two rounds of one piece per worker; an eighth of it: 7 shrinking rounds

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from distcheck.executors.serial import SerialExecutor
-from distcheck.runner.judge import distcheck_checker, judge, torch_checker
+from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import CaseId, Selection, get_suite
+from distcheck.suites.checkers import torch_checker
 
 OPS = (
     "add",

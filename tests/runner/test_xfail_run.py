@@ -10,10 +10,11 @@ import torch
 from distcheck.executors.serial import SerialExecutor
 from distcheck.reports import junit
 from distcheck.reports.console import summary
-from distcheck.runner.judge import Checker, distcheck_checker, judge
+from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.runner.records import PASS, XFAIL, XPASS, CaseRecord, RecordList
 from distcheck.runner.result import RunResult
 from distcheck.suites.base import BuiltCase, CaseId, CheckCall
+from distcheck.suites.checkers import Checker
 
 
 class _WrongSin(torch.autograd.Function):

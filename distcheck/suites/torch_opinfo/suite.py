@@ -41,6 +41,7 @@ from distcheck.suites.base import (
     UsageError,
     enumerate_cases,
 )
+from distcheck.suites.checkers import torch_checker
 from distcheck.suites.torch_opinfo import samples
 from distcheck.suites.torch_opinfo.calls import (
     InplaceBackward,
@@ -217,7 +218,7 @@ class TorchOpInfoSuite:
             fingerprint=print_,
             expected_error=expected_error(op, case.check),
             expected_failure=reason if status == XFAIL else None,
-            reference=_torch_checker,
+            reference=torch_checker,
             before_call=functools.partial(samples.seed_everything, case_seed(case)),
         )
 
@@ -228,12 +229,6 @@ class TorchOpInfoSuite:
 
 def _seed_sample(case: CaseId, index: int) -> None:
     samples.seed_everything(case_seed(dataclasses.replace(case, sample=index)))
-
-
-def _torch_checker():
-    from distcheck.runner.judge import torch_checker
-
-    return torch_checker()
 
 
 def _plain_samples(op, check: str) -> bool:
