@@ -182,24 +182,24 @@ def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
     import pickle
 
     from distcheck.runner.batches import CaseList
-    from distcheck.runner.case_runner import Outcome
+    from distcheck.runner.case import Outcome, to_record
+    from distcheck.runner.messages import Finished, Listed, Started
     from distcheck.runner.policy import Item
-    from distcheck.runner.ray_dispatch import _Finished
+    from distcheck.runner.records import RecordBatch
     from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
 
     groups, reports = [], []
     for g in range(cases // group):
         info = GroupInfo("bench", f"op{g}", "float64", ("grad",))
-        item = Item(g, group=info)  # no share: the lister runs the whole group
+        item = Item(g, group=info)  # no head: the lister runs the whole group
         listing = [
             CaseInfo(CaseId("bench", f"op{g}", "float64", "grad", k), RUN, "", f"{k:016x}") for k in range(group)
         ]
-        share = item.share_of(listing)
-        done = _Finished(g)
-        for k in share:
-            done.add(k, listing[k], Outcome("pass", "", 0.001 + k * 1e-5, f"{k:016x}"))
+        head, _ = item.divide(listing)
+        outcomes = {k: Outcome("pass", "", 0.001 + k * 1e-5, f"{k:016x}") for k in head}
+        done = Finished(g, len(head), RecordBatch(to_record(listing[k], outcomes[k], 1) for k in head))
         groups.append(info)
-        reports.append(pickle.dumps([("start", item), ("listed", g, CaseList(listing), share), done.event()], 5))
+        reports.append(pickle.dumps([Started(item), Listed(g, CaseList(listing), head), done], 5))
     return groups, reports
 
 
@@ -212,13 +212,18 @@ def offline_once(cases: int) -> tuple[int, float]:
 
     from distcheck.reports import console, json_report
     from distcheck.runner.collector import Collector
+    from distcheck.runner.dispatch import Dispatch, RayDispatcher
+    from distcheck.runner.options import RunConfig, RunOptions
+    from distcheck.runner.pool import Runners
     from distcheck.runner.protocols import Listeners
-    from distcheck.runner.ray_dispatch import _Run, _Runner
     from distcheck.runner.result import RunResult
+    from distcheck.runner.split.cases import SplitCases
     from distcheck.runner.store import REPORT, RunWriter
-    from distcheck.runner.worker_errors import DeathPolicy
+    from distcheck.runner.work_queue import Enumeration
+    from distcheck.suites.base import Selection
 
     groups, reports = runner_reports(cases)
+    suite = types.SimpleNamespace(name="bench", mode="fast", engine="torch")
     with tempfile.TemporaryDirectory() as folder, open(os.devnull, "w") as quiet:
         gc.collect()
         before = time.process_time()
@@ -228,14 +233,17 @@ def offline_once(cases: int) -> tuple[int, float]:
         listener.started(result)
         collector = Collector(listener)
         gc.freeze()
-        run = object.__new__(_Run)  # the dispatch's handlers, without the Ray it starts with
-        run.d, run.sink, run.deaths = types.SimpleNamespace(first_dispatch=None), collector, DeathPolicy()
+        # the dispatch's handlers, without the Ray it starts with: no queue, no coordinators
+        config = RunConfig(RunOptions(), suite, Selection(), workers=64)
+        runners = Runners(config, None, None, None, collector)
+        splits = SplitCases(config, None, None, None, collector)
+        dispatcher = RayDispatcher(suite, RunOptions())
+        dispatch = Dispatch(dispatcher, config, Enumeration(iter(())), None, runners, splits, collector)
         for _ in collector.enumerate(iter(groups)):
             pass
-        runner = _Runner(0)
+        runners.track("runner")
         for k, report in enumerate(reports):
-            for event in pickle.loads(report):
-                getattr(run, f"on_{event[0]}")(runner, *event[1:])
+            dispatch.report("runner", pickle.loads(report))
             if k % 16 == 15:  # as the dispatch loop does after each round of messages
                 gc.freeze()
         result.records = collector.result()

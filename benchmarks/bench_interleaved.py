@@ -26,7 +26,7 @@ from distcheck.runner import hash_seed  # noqa: E402
 def loops(suite, infos, budget):
     """The two loops over ``infos``: torch's gradcheck (as ``bench_suite.py``'s reference
     loop judges a case) and distcheck's case runner (as a runner runs a case)."""
-    from distcheck.runner.case_runner import run_case, to_record
+    from distcheck.runner.case import run_case, to_record
     from distcheck.runner.judge import judge
     from distcheck.suites.checkers import torch_checker
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from distcheck.runner.budget import Budget
-    from distcheck.runner.runner import select
+    from distcheck.runner.run import select
     from distcheck.suites import Selection, UsageError, get_suite
 
     torch.set_num_threads(1)

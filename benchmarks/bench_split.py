@@ -27,7 +27,7 @@ the chunks' results: the cluster's memory, counted once, not the process's). Pri
 - memory: per kind of process, the largest private peak of one process and its growth over what
   it held at the first dispatch (a process started later: over a warm worker's), against the
   block budget (`--block-mb`, passed as ``$DISTCHECK_BLOCK_MB``) plus the case's inputs;
-- with ``--whole-suite``, each piece's memory, exactly (``distcheck.runner.memory_probe``, every
+- with ``--whole-suite``, each piece's memory, exactly (``benchmarks/memory_probe.py``, every
   case, split case, chunk and block job): the largest growth of its process's resident memory
   while it ran, and the pieces that grew it by more than the block budget plus their case's
   inputs (the sampling above sees every 0.5 s, and what a process kept from earlier pieces);
@@ -58,14 +58,16 @@ MEMORY_SIZE = 4000  # input (and output) elements of MemorySuite's case: Jacobia
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks import memory_probe  # noqa: E402
 from benchmarks.loopback import proc_entries  # noqa: E402
-from distcheck.runner import memory_probe  # noqa: E402
 from distcheck.runner.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
-KINDS = (  # (what a process's command line contains, its kind), the first match wins
+KINDS = (  # (what a process's command line contains, its kind), the first match wins; old code's names too
     ("ray::_run_units", "chunk tasks"),
-    ("ray::_run_blocks", "block jobs"),
+    ("ray::_run_job", "block jobs"),
+    ("ray::runner", "runners"),
+    ("ray::careful", "runners"),
     ("ray::_runner", "runners"),
     ("ray::_careful", "runners"),
     ("ray::Coordinator", "coordinator"),
@@ -308,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             probed = args.whole_suite and not args.no_probe
             probes = tempfile.TemporaryDirectory(prefix="bench_split-probe-") if probed else None
             if probes is not None:
-                env[memory_probe.ENV] = probes.name
+                env[memory_probe.ENV] = probes.name  # the code before the probe hook reads it alone
+                env["DISTCHECK_PROBE"] = memory_probe.SPEC
             split = run_split(base, env, args.workers, args.every)
             window = split.summary["seconds"] - split.summary["first_dispatch"]
             total, since, by_kind = split.window(window)
@@ -355,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_pieces(pieces: list[dict], budget: float) -> None:
-    """Per kind of piece (distcheck.runner.memory_probe), the largest growth of its process's
+    """Per kind of piece (benchmarks/memory_probe.py), the largest growth of its process's
     private memory while one ran (and of its resident memory, which counts the object store's
     pages it read), the pieces whose private growth exceeds the block budget plus their case's
     inputs, and the CPU of the pieces' own threads (a split case's: its coordinator's work, not

@@ -57,7 +57,7 @@ from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
 from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
 from distcheck.runner.judge import judge  # noqa: E402
 from distcheck.runner.records import CaseRecord  # noqa: E402
-from distcheck.runner.runner import select  # noqa: E402
+from distcheck.runner.run import select  # noqa: E402
 from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
 from distcheck.suites.checkers import torch_checker  # noqa: E402
 

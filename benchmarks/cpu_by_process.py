@@ -28,9 +28,12 @@ from benchmarks.loopback import proc_entries  # noqa: E402
 
 # (what a process's command line contains, the kind it is counted as), the first match wins
 KINDS = (
-    ("ray::_runner", "runners (ray::_runner, _careful, IDLE)"),
-    ("ray::_careful", "runners (ray::_runner, _careful, IDLE)"),
-    ("ray::IDLE", "runners (ray::_runner, _careful, IDLE)"),
+    ("ray::runner", "runners (ray::runner, careful, IDLE)"),
+    ("ray::careful", "runners (ray::runner, careful, IDLE)"),
+    ("ray::_runner", "runners (ray::runner, careful, IDLE)"),  # the code before the runner's redesign
+    ("ray::_careful", "runners (ray::runner, careful, IDLE)"),
+    ("ray::IDLE", "runners (ray::runner, careful, IDLE)"),
+    ("ray::Coordinator", "split-case coordinators"),
     ("ray::run_split", "split-case coordinators"),
     ("ray::WorkQueue", "the queue actor (ray::WorkQueue)"),
     ("raylet", "raylet"),

@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.sim import calibration, nightly  # noqa: E402
 from benchmarks.sim.model import Prediction, predict  # noqa: E402
 from benchmarks.sim.workload import Workload, from_recording  # noqa: E402
-from distcheck.runner.policy import DEFAULT, load_policy  # noqa: E402
+from distcheck.runner.options import DEFAULT  # noqa: E402
+from distcheck.runner.policy import load_policy  # noqa: E402
 from distcheck.suites.base import UsageError  # noqa: E402
 from distcheck.suites.replay import load  # noqa: E402
 

@@ -125,7 +125,7 @@ _DECIDED = {Status.SKIPPED: Verdict.SKIPPED, Status.XFAIL: Verdict.XFAIL, Status
 
 
 class DeathKind(StrEnum):
-    """Why a Ray task running cases died (see :mod:`distcheck.runner.worker_errors`)."""
+    """Why a Ray task running cases died (see :mod:`distcheck.runner.deaths`)."""
 
     NODE_LOST = "node lost"
     OUT_OF_MEMORY = "out of memory"

@@ -57,7 +57,7 @@ def test_a_split_request_never_becomes_a_record():
     import pytest
 
     from distcheck.runner.budget import Estimate
-    from distcheck.runner.case_runner import Outcome, SplitRequest, to_record
+    from distcheck.runner.case import Outcome, SplitRequest, to_record
     from distcheck.suites.base import CaseId, CaseInfo
 
     info = CaseInfo(CaseId("s", "op", "float64", "grad", 0), fingerprint="fp")

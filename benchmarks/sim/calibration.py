@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass, fields, replace
 
 from distcheck.executors.ray_settings import DEFAULT_BLOCK_BYTES
-from distcheck.runner.ray_dispatch import IDLE_WAIT, REPORT_EVERY, SPLIT_WAIT
-from distcheck.runner.runner import RunOptions
+from distcheck.runner.options import REPORT_EVERY, RunOptions
+from distcheck.runner.worker import IDLE_WAIT, SPLIT_WAIT
 
 DEFAULT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "calibration.json")
 

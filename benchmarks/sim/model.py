@@ -56,11 +56,23 @@ from distcheck.plan.comparisons import whole_bytes
 from distcheck.plan.cost_model import CostModel
 from distcheck.runner.default_policy import DefaultPolicy
 from distcheck.runner.durations import Durations
-from distcheck.runner.policy import PolicyContext, WorkPolicy
-from distcheck.runner.ray_dispatch import SPLITS_AT_ONCE, split_share
-from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
+from distcheck.runner.options import RunConfig, RunOptions
+from distcheck.runner.policy import WorkPolicy
+from distcheck.runner.split.cases import SPLITS_AT_ONCE, split_share
+from distcheck.suites.base import CaseId, CaseInfo, GroupInfo, Selection
 
 GROUP, BATCH, CHUNK, BLOCK = "group", "batch", "chunk", "block"
+
+
+@dataclass(frozen=True)
+class _Suite:
+    """What the run's configuration reads of its suite, for the policy the model drives."""
+
+    mode: str
+    name: str = "sim"
+    engine: str = "torch"
+
+
 SUITE, DTYPE, CHECK = "sim", "float64", CheckKind.GRAD  # the cases the policy sees
 
 
@@ -152,7 +164,7 @@ class Model:
         workers: int,
         calibration: Calibration,
         durations: bool = True,
-        policy: Callable[[PolicyContext], WorkPolicy] = DefaultPolicy,
+        policy: Callable[[RunConfig], WorkPolicy] = DefaultPolicy,
     ):
         self.w, self.p, self.c = workload, workers, calibration
         self.s = _State()
@@ -172,7 +184,8 @@ class Model:
             for info, case in zip(listing, workload.groups[g].cases, strict=True):
                 self.case[info.key], self.group_of[info.key] = case, g
         recorded = Durations({key: case.seconds for key, case in self.case.items()}) if durations else None
-        self.policy = policy(PolicyContext(workload.mode, workers, recorded))
+        config = RunConfig(RunOptions(durations=recorded), _Suite(workload.mode), Selection(), workers)
+        self.policy = policy(config)
         if self.policy.group_weight is not None:  # as the dispatcher's enumeration: heaviest first
             groups = sorted(groups, key=self.policy.group_weight, reverse=True)
         self.policy.put(groups)
@@ -413,7 +426,7 @@ def predict(
     workers: int,
     calibration: Calibration,
     durations: bool = True,
-    policy: Callable[[PolicyContext], WorkPolicy] = DefaultPolicy,
+    policy: Callable[[RunConfig], WorkPolicy] = DefaultPolicy,
 ) -> Prediction:
     """The model's run of ``workload`` on ``workers`` slots, ordered by ``policy`` (``durations``:
     with the recorded seconds, as ``--durations``)."""

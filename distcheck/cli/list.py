@@ -20,7 +20,7 @@ def add_parser(commands) -> None:
 
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
-    from distcheck.runner.runner import select
+    from distcheck.runner.run import select
 
     if args.suites:
         return _list_suites()

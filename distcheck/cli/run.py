@@ -5,10 +5,8 @@ interrupted run. Signals are handled by ``runner.signals``, the plan of a resume
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-from pathlib import Path
 
 from distcheck.cli.arguments import positive, selection, selection_arguments, suite, suite_options
 from distcheck.cli.report import check_junit_names, report_options, write_files
@@ -119,18 +117,26 @@ def add_parser(commands) -> None:
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
+    from distcheck.runner.artifacts import BlockStore
     from distcheck.runner.protocols import Listeners
-    from distcheck.runner.runner import run_suite
+    from distcheck.runner.run import run_suite
     from distcheck.runner.signals import StopOnSignal
     from distcheck.runner.store import REPORT
 
     plan = _plan(args, ["distcheck", *argv])
     print(f"distcheck: run folder {plan.folder}", file=sys.stderr)
-    with StopOnSignal(plan.options.serial) as stopper, _blocks_kept(plan.folder):
+    with StopOnSignal(plan.options.serial) as stopper:
         try:
             listener = Listeners(plan.writer, console.ConsoleProgress(), stopper)
+            blocks = BlockStore(os.path.join(plan.folder, "blocks"))  # the run keeps its failure blocks
             result = run_suite(
-                plan.suite, plan.selection, plan.options, listener, recorded=plan.recorded, stop=stopper.stop
+                plan.suite,
+                plan.selection,
+                plan.options,
+                listener,
+                recorded=plan.recorded,
+                stop=stopper.stop,
+                blocks=blocks,
             )
         finally:
             plan.writer.close()
@@ -153,10 +159,10 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
 def _plan(args: argparse.Namespace, command: list[str]):
     """Check everything that can be checked before a case runs; open the run folder."""
     from distcheck.runner.durations import load_durations
+    from distcheck.runner.options import RunOptions
     from distcheck.runner.policy import load_policy
     from distcheck.runner.preflight import check_writable
     from distcheck.runner.resume import plan_new, plan_resume
-    from distcheck.runner.runner import RunOptions
 
     _check_conflicts(args)
     for path, what in ((args.json, "JSON report"), (args.junit, "JUnit XML"), (args.html, "HTML report")):
@@ -207,15 +213,6 @@ def _given(args: argparse.Namespace) -> list[str]:
     add_parser(top.add_subparsers(dest="command"))
     defaults = vars(top.parse_args(["run"]))
     return [name for name, value in vars(args).items() if value != defaults.get(name)]
-
-
-@contextlib.contextmanager
-def _blocks_kept(folder: Path):
-    """A run keeps its failure blocks in its run folder's ``blocks/``."""
-    from distcheck.runner import artifacts
-
-    with artifacts.storing(os.path.join(folder, "blocks")):
-        yield
 
 
 def _write_reports(args: argparse.Namespace, command: list[str], result, folder: str) -> None:

@@ -1,23 +1,19 @@
 """Failure artifacts of a suite run: the Jacobian blocks of each failed comparison.
 
-A worker keeps the blocks a failure compared (``error.blocks``, see
-:mod:`distcheck.reduce.failure_blocks`), bounded to :data:`MAX_BYTES` a case — a window around
-the worst element of a larger block — and sends them with the case's outcome. The driver writes
-them, as each record arrives, to ``FOLDER/<case id made safe>.npz`` and keeps only the file name
-in the record: a run with 16,000 failures never holds their blocks in memory. Blocks are kept
-only while a folder is open (:func:`storing`, opened where the run starts); otherwise they are
-dropped.
+A case keeps the blocks a failure compared (``error.blocks``, see
+:mod:`distcheck.reduce.failure_blocks`), bounded to :data:`MAX_BYTES` — a window around the
+worst element of a larger block — where it runs; its record names their file, and they go with
+it to the driver, which writes them to the run's :class:`BlockStore` (the run folder's
+``blocks/``): a run with 16,000 failures never holds their blocks in memory. A run without a
+store keeps none.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
 import re
-import threading
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -103,30 +99,13 @@ def load(path: str) -> CaseBlocks:
         return CaseBlocks.from_arrays(arrays)
 
 
-_folder: str | None = None
-_lock = threading.Lock()
+@dataclasses.dataclass(frozen=True)
+class BlockStore:
+    """Where a run keeps its cases' failure blocks: ``folder`` (made with the first blocks),
+    one file per case (:func:`file_name`)."""
 
+    folder: str
 
-@contextlib.contextmanager
-def storing(folder: str | None) -> Iterator[None]:
-    """Keep failure blocks in ``folder`` (created with the first blocks) while the context is
-    open (None: drop them)."""
-    global _folder
-    with _lock:
-        previous, _folder = _folder, folder
-    try:
-        yield
-    finally:
-        with _lock:
-            _folder = previous
-
-
-def store(case_id: str, blocks: CaseBlocks | None) -> str | None:
-    """Write a case's blocks to the open folder: the file name, or None (nothing kept)."""
-    folder = _folder
-    if blocks is None or folder is None:
-        return None
-    name = file_name(case_id)
-    os.makedirs(folder, exist_ok=True)
-    np.savez_compressed(os.path.join(folder, name), **blocks.arrays())
-    return name
+    def write(self, name: str, blocks: CaseBlocks) -> None:
+        os.makedirs(self.folder, exist_ok=True)
+        np.savez_compressed(os.path.join(self.folder, name), **blocks.arrays())

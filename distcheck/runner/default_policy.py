@@ -5,13 +5,13 @@ work first, small pieces at the end. It hands out, in this order:
 2. **costly cases**, one per item, heaviest first (the longest work starts early, and a case
    to split is found early);
 3. **groups** to list (an op in a dtype; with durations the driver puts them longest first):
-   the runner that lists one runs its **share** — every runnable case that is not costly if
-   they make at most ``GROUP_SHARE`` batches, else the first batch — and puts the rest back;
+   the runner that lists one runs its **head** — every runnable case that is not costly if
+   they make at most ``GROUP_HEAD`` batches, else the first batch — and puts the rest back;
 4. **listed cases** in batches of consecutive cases of one group (``FAST_BATCH`` / ``SLOW_BATCH``
    cases, or the run's ``batch_size``; short batches fill the end).
 
 With a previous run's durations (``--durations``), a case is costly by its recorded seconds, and
-batches (and a lister's share) hold 1/(``GUIDE`` × workers) of the recorded work not handed out
+batches (and a lister's head) hold 1/(``GUIDE`` × workers) of the recorded work not handed out
 yet, at least ``MIN_BATCH_SECONDS`` and at most ``GUIDE`` × the batch size: guided
 self-scheduling, so that the last pieces are small and the workers finish together. Without
 them, a slow-mode case is costly by its cost hint (``COSTLY`` input elements).
@@ -25,13 +25,17 @@ import heapq
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from distcheck.runner.durations import Durations
-from distcheck.runner.policy import Item, PolicyContext
+from distcheck.runner.policy import Item
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
+if TYPE_CHECKING:
+    from distcheck.runner.options import RunConfig
+
 FAST_BATCH, SLOW_BATCH = 32, 16  # cases per batch of listed cases
-GROUP_SHARE = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
+GROUP_HEAD = 2  # a runner runs the whole group it listed if it has at most this many batches' worth
 COSTLY = 1000  # a cost hint (slow mode: input elements) from which a case goes alone
 COSTLY_SECONDS = 1.0  # a recorded duration from which a case goes alone
 SECONDS_PER_COST = 1e-3  # a cost hint's rough weight in seconds, to order it among recorded cases
@@ -83,7 +87,7 @@ class CostlyRule:
 
 
 @dataclass(frozen=True)
-class GroupShare:
+class GroupHead:
     """Which listed cases the runner that listed a group runs (on the worker): the group's
     runnable cases that are not costly — with durations, a batch's worth of recorded work; else
     all of them if they are few, or the first ``size``."""
@@ -96,17 +100,17 @@ class GroupShare:
         runnable = [k for k, case in enumerate(listing) if case.status == RUN and rule.weight(case) is None]
         if rule.batch_seconds is not None:
             return runnable[: rule.batch([listing[k] for k in runnable], size)]
-        return runnable if len(runnable) <= GROUP_SHARE * size else runnable[:size]
+        return runnable if len(runnable) <= GROUP_HEAD * size else runnable[:size]
 
 
 class DefaultPolicy:
     """See the module's doc."""
 
-    def __init__(self, context: PolicyContext):
-        slow = context.mode == "slow"
-        self._size = context.batch_size or (SLOW_BATCH if slow else FAST_BATCH)
+    def __init__(self, config: RunConfig):
+        slow = config.mode == "slow"
+        self._size = config.batch_size or (SLOW_BATCH if slow else FAST_BATCH)
         self._costly_rule = CostlyRule(min_cost=COSTLY if slow else None)
-        self._durations, self._workers = context.durations, context.workers
+        self._durations, self._workers = config.durations, config.workers
         durations = self._durations
         self._rule = self._costly_rule.with_durations(durations) if durations else self._costly_rule
         self._remaining = durations.total if durations else 0.0  # recorded work not handed out yet
@@ -150,12 +154,12 @@ class DefaultPolicy:
     def _next_group(self) -> Item:
         group = self._groups.popleft()
         if self._durations is None:
-            return Item(group=group, share=GroupShare(self._costly_rule, self._size))
+            return Item(group=group, head=GroupHead(self._costly_rule, self._size))
         rule = self._costly_rule.with_durations(self._durations, group, self._batch_seconds())
         if group.key not in self._counted:
             self._counted.add(group.key)
             self._remaining -= self._durations.group_seconds(group)
-        return Item(group=group, share=GroupShare(rule, self._size))
+        return Item(group=group, head=GroupHead(rule, self._size))
 
     def _next_batch(self) -> Item:
         first = self._listed[0]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from distcheck.devices import CPU, device_index, device_type
 from distcheck.suites.base import UsageError
 
-RAM_FRACTION = 0.25  # as for the CPU: a slow-mode case's Jacobians may take this share of the device
+RAM_FRACTION = 0.25  # as for the CPU: a slow-mode case's Jacobians may take this fraction of the device
 
 
 class TorchCuda:
@@ -87,10 +87,10 @@ def check_local(device: str) -> None:
         raise UsageError(f"--device {device}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
 
 
-def check_share(gpus_per_runner: float) -> None:
+def check_gpus_per_runner(gpus_per_runner: float) -> None:
     if not 0 < gpus_per_runner <= 1 and not (gpus_per_runner > 1 and float(gpus_per_runner).is_integer()):
         raise UsageError(
-            f"--gpus-per-runner {gpus_per_runner:g}: a share of one GPU (0 < F <= 1, e.g. 0.25 for four runners "
+            f"--gpus-per-runner {gpus_per_runner:g}: a fraction of one GPU (0 < F <= 1, e.g. 0.25 for four runners "
             "on a GPU) or a whole number of GPUs"
         )
 

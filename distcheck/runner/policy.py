@@ -1,6 +1,6 @@
 """The scheduling seam: a :class:`WorkPolicy` decides in which order, and in which pieces, a Ray
 dispatch hands out its work; everything else about the work (who holds what, what a lost runner
-took, when all is done) is the queue's (:class:`~distcheck.runner.feed.WorkQueue`).
+took, when all is done) is the queue's (:class:`~distcheck.runner.work_queue.WorkQueue`).
 
 A policy is chosen by name, the string ``distcheck run --policy`` and ``RunOptions.policy``
 take (looked up as suites are, see :mod:`distcheck.suites.loading`):
@@ -10,7 +10,8 @@ take (looked up as suites are, see :mod:`distcheck.suites.loading`):
   (``NAME = "module:Class"``, read from package metadata: listing them imports nothing);
 - ``MODULE:NAME``: attribute ``NAME`` (dotted names allowed) of any importable module.
 
-What is found is called with a :class:`PolicyContext` once per dispatch, on the driver; the
+What is found is called with the run's :class:`~distcheck.runner.options.RunConfig` (its
+``mode``, ``workers``, ``durations`` and ``batch_size``) once per dispatch, on the driver; the
 policy object then travels to the queue's actor (it must pickle: its class importable by the
 workers) and the simulator (``benchmarks/sim/``) drives the same objects. A policy that fails
 to load is a :class:`PolicyLoadError`, one line (the command line exits 2 before anything runs).
@@ -23,16 +24,13 @@ import importlib
 import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from distcheck.runner.batches import CaseList
+from distcheck.runner.options import DEFAULT, RunConfig
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo, UsageError
 
-if TYPE_CHECKING:
-    from distcheck.runner.durations import Durations
-
 ENTRY_POINT_GROUP = "distcheck.policies"
-DEFAULT = "default"
 BUILT_IN = {DEFAULT: "distcheck.runner.default_policy:DefaultPolicy"}
 
 
@@ -40,50 +38,36 @@ BUILT_IN = {DEFAULT: "distcheck.runner.default_policy:DefaultPolicy"}
 class Item:
     """One piece of work for a runner: a group to list, or a batch of listed cases (a
     :class:`~distcheck.runner.batches.CaseList`: the driver, to which a runner tells the item it
-    starts, does not unpickle them); ``careful``: report after every case. ``share``: of a
-    group, which listed cases its lister runs (see :meth:`share_of`). A policy makes items
-    without an ``id``: the queue gives each one as it hands it out."""
+    starts, does not unpickle them). ``head``: of a group, which listed cases its lister runs
+    (see :meth:`divide`); ``careful``: a careful item reports after every case, and its lister
+    runs all of the group. A policy makes items without an ``id``: the queue gives each one as
+    it hands it out."""
 
     id: int = 0
     group: GroupInfo | None = None
-    share: Callable[[Sequence[CaseInfo]], list[int]] | None = None
+    head: Callable[[Sequence[CaseInfo]], list[int]] | None = None
     cases: Sequence[CaseInfo] = ()
     careful: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cases", CaseList.of(self.cases))
 
-    def share_of(self, listing: Sequence[CaseInfo]) -> list[int]:
-        """The indices of the listed cases the runner that listed this group runs itself, on
-        the worker (``share``; without one, every runnable case): the policy gets the group's
-        other runnable cases back through :meth:`WorkPolicy.put`."""
-        if self.share is None:
-            return [k for k, case in enumerate(listing) if case.status == RUN]
-        return self.share(listing)
-
     def divide(self, listing: Sequence[CaseInfo]) -> tuple[list[int], list[CaseInfo]]:
-        """:meth:`share_of` ``listing``, and the other runnable cases (for the queue)."""
-        share = self.share_of(listing)
-        mine = set(share)
-        return share, [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
-
-
-@dataclass(frozen=True)
-class PolicyContext:
-    """What a policy is made for: the suite's ``mode`` (``fast`` / ``slow``), the dispatch's
-    ``workers``, a previous run's ``durations`` (``--durations``; None: unknown) and the
-    ``batch_size`` the run asked for (``RunOptions.batch_size``; None: the policy's own)."""
-
-    mode: str
-    workers: int = 1
-    durations: Durations | None = None
-    batch_size: int | None = None
+        """The indices of the listed cases the lister runs (``head``, on the worker; without
+        one, or careful, every runnable case), and the group's other runnable cases (for the
+        queue: the policy gets them back through :meth:`WorkPolicy.put`)."""
+        if self.head is None or self.careful:
+            head = [k for k, case in enumerate(listing) if case.status == RUN]
+        else:
+            head = self.head(listing)
+        mine = set(head)
+        return head, [case for k, case in enumerate(listing) if k not in mine and case.status == RUN]
 
 
 class WorkPolicy(Protocol):
     """The order of a dispatch's work. The queue calls it from one thread (an actor's), and
     hands every :class:`Item` it returns to a runner, with an id of its own. A group's item may
-    carry a ``share`` (see :meth:`Item.share_of`): which of the listed cases the runner that
+    carry a ``head`` (see :meth:`Item.divide`): which of the listed cases the runner that
     lists the group runs itself, on the worker — the rest of the group's runnable cases come
     back through :meth:`put`."""
 
@@ -114,9 +98,9 @@ def installed() -> dict[str, str]:
     return {entry.name: entry.value for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def load_policy(spec: str) -> Callable[[PolicyContext], WorkPolicy]:
-    """What makes the policy ``spec`` names (a class, or a factory taking a
-    :class:`PolicyContext`). :class:`PolicyLoadError` for a name that names nothing, a module
+def load_policy(spec: str) -> Callable[[RunConfig], WorkPolicy]:
+    """What makes the policy ``spec`` names (a class, or a factory taking a run's
+    :class:`~distcheck.runner.options.RunConfig`). :class:`PolicyLoadError` for a name that names nothing, a module
     or attribute that cannot be loaded, or an object that cannot be called."""
     known = {**installed(), **BUILT_IN}  # a built-in name is never taken over
     target = known.get(spec)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from distcheck.runner.records import RecordBatch
 from distcheck.runner.result import RunResult
 from distcheck.suites.base import CaseInfo, GroupInfo
+
+if TYPE_CHECKING:
+    from distcheck.runner.options import RunConfig
 
 
 class Listener:
@@ -73,7 +76,7 @@ class Sink(Protocol):
 
 class Dispatcher(Protocol):
     """Runs cases somewhere and emits a record per case (one file per dispatcher). ``items``:
-    groups to list and runnable cases listed already, as :func:`work` yields them."""
+    groups to list and runnable cases listed already, as :func:`~.run.work` yields them."""
 
     name: str
     stop: threading.Event  # set: start no further case, cancel what runs
@@ -83,8 +86,6 @@ class Dispatcher(Protocol):
     @property
     def workers(self) -> int: ...
 
-    def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None: ...
-
-    def rerunning(self, attempt: int) -> None:
-        """Reruns of bad cases start (``attempt`` 1, 2, ...): run them in fresh worker processes
-        where there are workers."""
+    def run(self, config: RunConfig, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
+        """Run the cases of ``items`` as ``config`` says (a rerun's ``attempt``: in fresh worker
+        processes where there are workers)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from distcheck.runner.collector import Collector
+from distcheck.runner.options import RunConfig
 from distcheck.runner.protocols import Dispatcher
 from distcheck.runner.records import FLAKY, PASS, CaseRecord, RecordBatch
 from distcheck.suites.base import CaseInfo, GroupInfo
@@ -29,17 +30,17 @@ def _attempt(record: CaseRecord) -> dict[str, object]:
     return {"verdict": record.verdict, "seconds": round(record.seconds, 6), "message": record.message}
 
 
-def rerun(dispatcher: Dispatcher, collector: Collector, reruns: int) -> None:
+def rerun(dispatcher: Dispatcher, config: RunConfig, collector: Collector) -> None:
     """Run the held (bad) cases again, up to ``reruns`` times each, in fresh workers: a case
     that passes once is ``flaky``; one that never does keeps its first verdict. Every attempt
     goes into the record."""
     attempts = {key: [_attempt(record)] for key, (_, record) in collector.held.items()}
+    reruns = config.options.reruns
     for k in range(1, reruns + 1):
         if not collector.held or dispatcher.stop.is_set():
             break
-        dispatcher.rerunning(k)
         outcomes = _Outcomes()
-        dispatcher.run(iter([info for info, _ in collector.held.values()]), outcomes)
+        dispatcher.run(replace(config, attempt=k), iter([info for info, _ in collector.held.values()]), outcomes)
         for record in outcomes.records:
             attempts[record.id].append(_attempt(record))
             if record.verdict == PASS:

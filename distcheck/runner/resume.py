@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from distcheck.runner.gpus import check_local, check_ray_device
+from distcheck.runner.options import RunOptions
 from distcheck.runner.preflight import check_reachable
 from distcheck.runner.records import CaseRecord
-from distcheck.runner.runner import RunOptions
 from distcheck.runner.store import RunWriter, check_new_folder, check_resumable, default_folder, read_run, run_start
 from distcheck.suites import Selection, get_suite
 from distcheck.suites.base import Suite

@@ -16,12 +16,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from distcheck.runner.budget import Budget
-from distcheck.runner.case_runner import run_case, timeout_record, to_record
+from distcheck.runner.case import recorded, run_case, timeout_record
 from distcheck.runner.records import RecordBatch
-from distcheck.suites.base import RUN, CaseInfo, GroupInfo, Selection, Suite
+from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 if TYPE_CHECKING:
+    from distcheck.runner.options import RunConfig
     from distcheck.runner.protocols import Sink
 
 
@@ -56,35 +56,32 @@ class SerialDispatcher:
     first_dispatch = None  # (cases start in this process: nothing to wait for)
     placement = None
 
-    def __init__(self, suite: Suite, budget: Budget, timeout: float | None, selection: Selection | None = None):
-        self.suite, self.budget, self.timeout = suite, budget, timeout
-        self.selection = selection or Selection()
+    def __init__(self):
         self.stop = threading.Event()  # set: no further case starts
 
-    def run(self, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
+    def run(self, config: RunConfig, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
         for item in items:
             if self.stop.is_set():
                 return
             if isinstance(item, GroupInfo):
-                listing = self.suite.list_group(item, self.selection)
+                listing = config.suite.list_group(item, config.selection)
                 sink.listed(item, listing)
                 for info in listing:
                     if self.stop.is_set():
                         return
                     if info.status == RUN:
-                        self.run_one(info, sink)
+                        self.run_one(config, info, sink)
             else:
-                self.run_one(item, sink)
+                self.run_one(config, item, sink)
 
-    def rerunning(self, attempt: int) -> None:
-        """Reruns run in this process, as the first run did."""
-
-    def run_one(self, info: CaseInfo, sink: Sink) -> None:
+    def run_one(self, config: RunConfig, info: CaseInfo, sink: Sink) -> None:
         start = time.perf_counter()
         try:
-            with alarm(self.timeout):
-                outcome = run_case(self.suite, info.id, info.fingerprint, self.budget)
+            with alarm(config.timeout):
+                outcome = run_case(config.suite, info.id, info.fingerprint, config.budget)
         except CaseTimeout:
-            sink.emit(RecordBatch([timeout_record(info, self.timeout, time.perf_counter() - start, tasks=1)]))
+            sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start, tasks=1)]))
             return
-        sink.emit(RecordBatch([to_record(info, outcome, tasks=1)]))
+        record, blocks = recorded(info, outcome, 1, config.keeps_blocks)
+        config.store(blocks)
+        sink.emit(RecordBatch([record]))

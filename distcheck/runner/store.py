@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from distcheck.engines import get_engine
+from distcheck.runner.options import RunOptions
 from distcheck.runner.preflight import check_writable
 from distcheck.runner.protocols import Listener
 from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.result import RunResult
-from distcheck.runner.runner import RunOptions
 from distcheck.suites.base import Selection, UsageError
 
 RECORDS, REPORT = "records.jsonl", "report.json"

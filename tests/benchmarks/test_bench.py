@@ -101,7 +101,7 @@ def test_a_replay_on_a_loopback_cluster_and_nothing_left_after(tmp_path):
     assert "total case seconds 0.30   P 2" in done.stdout
     assert "verdicts: {'pass': 12" in done.stdout
     assert "cases' overrun / P" in done.stdout and "CPU of the whole run by process" in done.stdout
-    assert "s  runners (ray::_runner" in done.stdout and "the cores were" in done.stdout
+    assert "s  runners (ray::runner" in done.stdout and "the cores were" in done.stdout
     started = next(line for line in done.stdout.splitlines() if line.startswith("loopback cluster: 2 nodes"))
     root = started.split("temp dir ")[1].split(" ")[0]
     assert not os.path.exists(root)
@@ -112,7 +112,7 @@ def test_cpu_by_process_counts_the_command_and_ray_kinds():
     from benchmarks.cpu_by_process import DRIVER, OTHER, kind, measure
 
     parents = {10: 6, 11: 6, 6: 5, 5: 1, 12: 1}  # make (5) -> python (6) -> Ray's processes
-    assert kind("ray::_runner", 10, 5, parents).startswith("runners")
+    assert kind("ray::runner", 10, 5, parents).startswith("runners")
     assert kind("/x/ray/core/src/ray/raylet/raylet --raylet_socket_name=...", 11, 5, parents) == "raylet"
     assert kind("make check-local", 5, 5, parents) == DRIVER
     assert kind("python -m distcheck run", 6, 5, parents) == DRIVER
@@ -128,13 +128,13 @@ def test_cpu_between_two_samples_is_by_pid_and_counts_new_processes_whole():
     me = os.getpid()
     before = {20: ("ray::IDLE", 5.0, 1), 21: ("ray::WorkQueue", 1.0, 1), me: ("pytest", 9.0, 1)}
     after = {
-        20: ("ray::_runner", 7.5, 1),  # renamed itself meanwhile: still the same process
+        20: ("ray::runner", 7.5, 1),  # renamed itself meanwhile: still the same process
         21: ("ray::WorkQueue", 1.25, 1),
-        22: ("ray::_runner", 0.5, 1),  # started meanwhile
+        22: ("ray::runner", 0.5, 1),  # started meanwhile
         me: ("pytest", 10.0, 1),  # this process: left out unless it is the driver
     }
     by_kind = used_between(before, after, driver=1)
-    assert by_kind["runners (ray::_runner, _careful, IDLE)"] == pytest.approx(3.0)
+    assert by_kind["runners (ray::runner, careful, IDLE)"] == pytest.approx(3.0)
     assert by_kind["the queue actor (ray::WorkQueue)"] == pytest.approx(0.25)
     assert sum(by_kind.values()) == pytest.approx(3.25)
     assert used_between(before, after, driver=me)[DRIVER] == pytest.approx(1.0)

@@ -51,14 +51,14 @@ def run_folder(path, records_: list[CaseRecord] | None = None, *, report: bool =
     ``records.jsonl`` and (``report``) ``report.json``."""
     records_ = list(records() if records_ is None else records_)
     folder = str(path)
-    with artifacts.storing(os.path.join(folder, "blocks")):
-        kept = []
-        for k, r in enumerate(records_):
-            name = None
-            if r.verdict == "fail":
-                made = blocks(complex_=r.case.dtype == "complex128", seed=k)
-                name = artifacts.store(r.id, artifacts.bounded(made))
-            kept.append(CaseRecord(r.case, r.verdict, r.message, r.seconds, r.tasks, r.estimate, name))
+    store, kept = artifacts.BlockStore(os.path.join(folder, "blocks")), []
+    for k, r in enumerate(records_):
+        name = None
+        if r.verdict == "fail":
+            made = blocks(complex_=r.case.dtype == "complex128", seed=k)
+            name = artifacts.file_name(r.id)
+            store.write(name, artifacts.bounded(made))
+        kept.append(CaseRecord(r.case, r.verdict, r.message, r.seconds, r.tasks, r.estimate, name))
     info = {"suite": "torch-opinfo", "mode": mode, "executor": "serial", "workers": 1, "command": ["distcheck", "run"]}
     with open(os.path.join(folder, "records.jsonl"), "w") as f:
         f.write(json.dumps({"$report_type": "RunStart", **info}) + "\n")

@@ -52,8 +52,8 @@ def test_report_of_a_run_folder(tmp_path, capsys):
 @pytest.mark.slow
 def test_workers_on_ray_send_the_blocks_and_the_driver_stores_them(ray_cluster, tmp_path):
     suite = FakeSuite(ops=("sin", "wrong"))
-    with artifacts.storing(str(tmp_path / "blocks")):
-        result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=60))
+    store = artifacts.BlockStore(str(tmp_path / "blocks"))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=60), blocks=store)
     wrong = [r for r in result.records if r.case.op == "wrong"]
     assert [r.verdict for r in wrong] == ["fail"]
     assert all(r.blocks and os.path.exists(tmp_path / "blocks" / r.blocks) for r in wrong)

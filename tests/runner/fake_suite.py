@@ -18,7 +18,8 @@
   sample blocks as ``block``'s does, the even samples before it nap 1 s (once per check), the others pass at once.
   ``big`` with ``marks`` (a folder): a task process (not an actor, such as a split case's
   coordinator) that evaluates it at perturbed inputs (a finite difference) leaves a file there
-  named by its pid (and every evaluation of it takes 2 ms). ``bigdie``: ``big``, but the
+  named by its pid (and every evaluation of it takes 2 ms). ``dietwice``: the odd sample ends
+  the process that runs it the first two times (it counts them in ``marker``), then passes. ``bigdie``: ``big``, but the
   evaluation with its middle element perturbed (a finite difference: never the evaluations
   that estimate and plan the case) ends the process that runs it — the first time only if
   ``marker`` is given (it creates ``marker-died``), else always.
@@ -63,6 +64,16 @@ def _sleep(x):
 
 def _die(x):
     os._exit(3)
+
+
+def _die_twice(x, marker: str):
+    deaths = len(os.listdir(marker)) if os.path.isdir(marker) else 0
+    if deaths < 2:
+        os.makedirs(marker, exist_ok=True)
+        with open(os.path.join(marker, str(deaths)), "w"):
+            pass
+        os._exit(3)
+    return x.sin()
 
 
 def _drag(x, marks: str | None = None):
@@ -189,6 +200,8 @@ class FakeSuite:
             func = functools.partial(_drag, marks=self.marks)
         if case.op == "big" and self.marks is not None:
             func = functools.partial(_mark_columns, marks=self.marks)
+        if case.op == "dietwice" and case.sample == self.odd:
+            func = functools.partial(_die_twice, marker=f"{self.marker}-{case}")
         if case.op == "bigdie":
             func = functools.partial(_die_in_a_column, marker=self.marker)
         if case.op.startswith("nap"):
@@ -217,3 +230,46 @@ class UngroupedFakeSuite(FakeSuite):
     def cases(self, selection: Selection) -> Iterator[CaseInfo]:
         for item in FakeSuite.groups(self, selection):
             yield from FakeSuite.list_group(self, item, selection) if isinstance(item, GroupInfo) else [item]
+
+
+class TracedSuite(FakeSuite):
+    """The fake suite under the name ``name``, leaving a trace of its processes in folder
+    ``trace``: each process that prepares it writes ``prepared-<pid>`` (``actor`` or ``task``,
+    and when its preparing began and ended: ``time.time()``), napping ``nap`` seconds while it
+    prepares — the first process to prepare it ``first_nap`` instead; each listing writes
+    ``listed-<pid>-<time>``."""
+
+    def __init__(self, name: str, trace: str, nap: float = 0.0, first_nap: float | None = None, **options):
+        super().__init__(**options)
+        self.name, self.trace, self.nap, self.first_nap = name, trace, nap, first_nap
+
+    def prepare(self) -> None:
+        import ray
+
+        begin = time.time()
+        try:
+            os.close(os.open(os.path.join(self.trace, "first"), os.O_CREAT | os.O_EXCL))
+            nap = self.nap if self.first_nap is None else self.first_nap
+        except FileExistsError:
+            nap = self.nap
+        time.sleep(nap)
+        role = "actor" if ray.get_runtime_context().get_actor_id() is not None else "task"
+        with open(os.path.join(self.trace, f"prepared-{os.getpid()}"), "w") as f:
+            f.write(f"{role} {begin} {time.time()}")
+
+    def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
+        with open(os.path.join(self.trace, f"listed-{os.getpid()}-{time.time()}"), "w"):
+            pass
+        return super().list_group(group, selection)
+
+    def traced(self) -> tuple[list[tuple[str, float, float]], list[float]]:
+        """``(role, began, ended)`` of each process that prepared the suite; the listings' times."""
+        prepared, listed = [], []
+        for name in os.listdir(self.trace):
+            if name.startswith("prepared-"):
+                with open(os.path.join(self.trace, name)) as f:
+                    role, began, ended = f.read().split()
+                prepared.append((role, float(began), float(ended)))
+            elif name.startswith("listed-"):
+                listed.append(float(name.rsplit("-", 1)[1]))
+        return prepared, sorted(listed)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from distcheck.runner.policy import Item, PolicyContext
+from distcheck.runner.options import RunConfig
+from distcheck.runner.policy import Item
 from distcheck.suites.base import CaseInfo, GroupInfo
 
 LOG = "LIFO_POLICY_LOG"
@@ -31,8 +32,8 @@ def name(item: Item) -> str:
 class LifoPolicy:
     group_weight = staticmethod(same_weight)
 
-    def __init__(self, context: PolicyContext):
-        self.context = context
+    def __init__(self, config: RunConfig):
+        self.config = config
         self.log = os.environ.get(LOG)
         self.stack: list[Item] = []
         self.handed: list[str] = []

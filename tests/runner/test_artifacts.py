@@ -1,22 +1,23 @@
-"""Failure blocks: bounded on the worker, stored by the driver, read back."""
+"""Failure blocks: bounded where the case runs, named by its record, stored by the driver, read back."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from distcheck.runner import artifacts
-from distcheck.runner.case_runner import Outcome, to_record
-from distcheck.suites import CaseInfo
+from distcheck.runner import RunOptions, artifacts, run_suite
+from distcheck.runner.case import Outcome, recorded, to_record
+from distcheck.suites import CaseInfo, Selection
 from tests.reports.runs import blocks, case
+from tests.runner.fake_suite import FakeSuite
 
 
 def test_small_blocks_are_kept_whole_and_read_back(tmp_path):
     made = blocks(complex_=True)
     kept = artifacts.bounded(made)
     assert kept.shape == (6, 5) and (kept.row0, kept.col0) == (0, 0) and kept.worst == (2, 3)
-    with artifacts.storing(str(tmp_path)):
-        name = artifacts.store("torch-opinfo::mm::complex128::sample0::grad", kept)
+    name = artifacts.file_name("torch-opinfo::mm::complex128::sample0::grad")
+    artifacts.BlockStore(str(tmp_path)).write(name, kept)
     again = artifacts.load(str(tmp_path / name))
     np.testing.assert_array_equal(again.window.numerical, made.numerical)
     np.testing.assert_array_equal(again.window.analytical, made.analytical)
@@ -41,15 +42,29 @@ def test_large_blocks_keep_a_window_around_the_worst_element_within_a_megabyte(r
     assert kept.worst == worst and kept.shape == (rows, columns)
 
 
-def test_the_driver_stores_blocks_only_while_a_folder_is_open(tmp_path):
+def test_a_record_names_its_blocks_only_in_a_run_that_keeps_them():
     info = CaseInfo(case("sin"))
-    outcome = Outcome("fail", "Jacobian mismatch", 0.1, None, None, artifacts.bounded(blocks()))
+    kept = artifacts.bounded(blocks())
+    outcome = Outcome("fail", "Jacobian mismatch", 0.1, None, None, kept)
+    assert recorded(info, outcome, 1, keep_blocks=False) == (to_record(info, outcome, 1), {})
     assert to_record(info, outcome, 1).blocks is None
-    with artifacts.storing(str(tmp_path / "blocks")):
-        record = to_record(info, outcome, 1)
-    assert record.blocks == artifacts.file_name(record.id) and (tmp_path / "blocks" / record.blocks).exists()
+    record, sent = recorded(info, outcome, 1, keep_blocks=True)
+    assert record.blocks == artifacts.file_name(record.id) and sent == {record.blocks: kept}
     assert record.to_json()["blocks"] == record.blocks
-    assert "blocks" not in to_record(info, Outcome("pass"), 1).to_json()
+    assert "blocks" not in to_record(info, Outcome("pass"), 1, keep_blocks=True).to_json()
+
+
+def test_a_serial_run_stores_the_blocks_of_its_failures_in_its_block_store(tmp_path):
+    store = artifacts.BlockStore(str(tmp_path / "blocks"))
+    suite = FakeSuite(ops=("sin", "wrong"))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(serial=True), blocks=store)
+    sin, wrong = result.records
+    assert sin.blocks is None and wrong.verdict == "fail" and wrong.blocks == artifacts.file_name(wrong.id)
+    assert artifacts.load(str(tmp_path / "blocks" / wrong.blocks)).shape == (4, 4)
+    assert [r.blocks for r in run_suite(suite, Selection(checks=("grad",)), RunOptions(serial=True)).records] == [
+        None,
+        None,
+    ]
 
 
 def test_file_names_are_safe_and_distinct():
@@ -64,6 +79,6 @@ def test_empty_blocks_are_kept_as_they_are(tmp_path, shape):
     empty = np.zeros(shape)
     kept = artifacts.bounded(artifacts.FailureBlocks(0, 1, empty, empty.copy(), 1e-5, 1e-3))
     assert kept.shape == shape and (kept.row0, kept.col0) == (0, 0) and kept.worst == (0, 0)
-    with artifacts.storing(str(tmp_path)):
-        name = artifacts.store("torch-opinfo::linalg.norm::float64::sample32::gradgrad", kept)
+    name = artifacts.file_name("torch-opinfo::linalg.norm::float64::sample32::gradgrad")
+    artifacts.BlockStore(str(tmp_path)).write(name, kept)
     assert artifacts.load(str(tmp_path / name)).window.numerical.shape == shape

@@ -15,7 +15,7 @@ from distcheck.reports import json_report
 from distcheck.runner import records as records_module
 from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Estimate
-from distcheck.runner.case_runner import Outcome, to_record
+from distcheck.runner.case import Outcome, to_record
 from distcheck.runner.collector import Collector
 from distcheck.runner.protocols import Listener
 from distcheck.runner.records import BAD, CaseRecord, RecordBatch, RecordList
@@ -248,38 +248,3 @@ def test_a_listener_that_reads_no_record_gets_none_made(monkeypatch, quiet):
     listener = Listener() if quiet else _Told()
     listener.recorded(_batch(_records()))
     assert made["batch"] == (0 if quiet else 1)
-
-
-class _Sink:
-    def __init__(self):
-        self.batches: list[RecordBatch] = []
-
-    def emit(self, batch: RecordBatch) -> None:
-        self.batches.append(batch)
-
-
-def test_the_driver_passes_a_batch_on_whole_but_settles_a_case_that_crashed_its_worker_before():
-    """A case that crashed a worker ran again alone (a careful task) and passed: its record in
-    the batch becomes the ``error`` that says so; the batch's other records go on untouched."""
-    import types
-
-    from distcheck.runner.ray_dispatch import _Finished, _Run, _Runner
-    from distcheck.runner.worker_errors import CRASHED, DeathPolicy, WorkerDeath
-
-    outcomes = _outcomes(("pass", "pass", "fail"))
-    records = [to_record(_info("sin", k), outcome, 1) for k, outcome in enumerate(outcomes)]
-    run, sink = object.__new__(_Run), _Sink()
-    run.d, run.sink, run.deaths = types.SimpleNamespace(first_dispatch=None), sink, DeathPolicy()
-    assert run.deaths.died(records[1].id, WorkerDeath(CRASHED, "the worker running this case crashed: boom")) is None
-    runner = _Runner(0, cases=CaseList(_info("sin", k) for k in range(3)))
-    done = _Finished(7)
-    for k, outcome in enumerate(outcomes):
-        done.add(k, _info("sin", k), outcome)
-    run.on_done(runner, *pickle.loads(pickle.dumps(done.event()))[1:])
-    assert runner.current == 3
-    batch, alone = sink.batches
-    assert batch.records() == [records[0], records[2]] and batch.bad == (1,)
-    (settled,) = alone.records()
-    assert settled.id == records[1].id and settled.verdict == "error"
-    assert settled.message.endswith("run again alone, it did not crash (the rerun: pass)")
-    assert not run.deaths.crashes  # told once

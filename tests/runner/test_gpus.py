@@ -15,7 +15,7 @@ import torch
 from distcheck import cli
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner import gpus as gpus_module
-from distcheck.runner.gpus import check_local, check_share, out_of_memory, placement, ray_runners
+from distcheck.runner.gpus import check_gpus_per_runner, check_local, out_of_memory, placement, ray_runners
 from distcheck.suites.base import Selection, UsageError
 from tests.runner.gpu_suite import GpuSuite
 
@@ -81,10 +81,10 @@ def test_runners_on_gpus_fractional_packing():
         ray_runners("cuda", 16, 0, 1)
     with pytest.raises(UsageError, match=r"has 0.5 GPU\(s\)"):
         ray_runners("cuda", 16, 0.5, 1)
-    check_share(0.25)
-    check_share(2)
+    check_gpus_per_runner(0.25)
+    check_gpus_per_runner(2)
     with pytest.raises(UsageError, match="--gpus-per-runner 1.5"):
-        check_share(1.5)
+        check_gpus_per_runner(1.5)
 
 
 def test_out_of_memory_is_an_error_with_the_figures_and_the_cache_freed(fake_cuda):

@@ -9,8 +9,9 @@ import pytest
 
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.default_policy import DefaultPolicy
-from distcheck.runner.feed import WAIT, WorkQueue
-from distcheck.runner.policy import PolicyContext, PolicyLoadError, load_policy
+from distcheck.runner.options import RunConfig
+from distcheck.runner.policy import PolicyLoadError, load_policy
+from distcheck.runner.work_queue import WAIT, WorkQueue
 from distcheck.suites import CaseId, CaseInfo, GroupInfo, Selection
 from tests.runner import lifo_policy
 from tests.runner.fake_suite import FakeSuite
@@ -54,7 +55,7 @@ def test_a_policy_that_is_not_there_is_one_line(spec, message):
 
 
 def test_an_outside_policy_orders_the_queue():
-    queue = WorkQueue(LifoPolicy(PolicyContext("fast")))
+    queue = WorkQueue(LifoPolicy(RunConfig(RunOptions(), FakeSuite(), Selection())))
     queue.put([_group("g"), _group("h"), _case("a", 0)])
     group = queue.take(0)
     assert group.cases.keys == ("s::a::float64::sample0::grad",)
@@ -66,7 +67,7 @@ def test_an_outside_policy_orders_the_queue():
     queue.close()
     assert queue.take(1).cases.keys == ("s::b::float64::sample0::grad",)
     assert not queue.idle()  # held by runners 0 and 1
-    assert len(queue.lost(1, None, [])) == 2 and queue.lost(0, None, []) and queue.idle()
+    assert len(queue.lost(1, None)) == 2 and queue.lost(0, None) and queue.idle()
 
 
 def test_an_unknown_policy_stops_a_run_before_anything_runs():

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.chunks import CHUNK_TRIES
+from distcheck.runner.split.chunks import CHUNK_TRIES
 from distcheck.suites import Selection, get_suite
 from tests.runner import fake_suite
 from tests.runner.fake_suite import FakeSuite, UngroupedFakeSuite
@@ -228,10 +228,10 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     """The driver starts a split case's coordinator when it hears of it: a runner that found
     one must not sit on it while it runs the next item (reports otherwise wait for
     ``report_every`` seconds of work)."""
-    from distcheck.runner.budget import Budget
-    from distcheck.runner.case_runner import SplitRequest
+    from distcheck.runner.messages import Finished, Ready, Started
+    from distcheck.runner.options import RunConfig
     from distcheck.runner.policy import Item
-    from distcheck.runner.ray_dispatch import _runner
+    from distcheck.runner.worker import runner
     from distcheck.suites.base import RUN, CaseId, CaseInfo
 
     suite = FakeSuite("slow", ops=("drag", "sin"))
@@ -240,17 +240,30 @@ def test_a_runner_reports_a_case_to_split_at_once_not_after_its_next_item(ray_cl
     # drag's estimate is tens of seconds (its evaluations sleep 0.2 s), sin's well under a
     # millisecond: a threshold of 1 s splits the one and never the other, however loaded the
     # machine (at 0.01 s, one slow first evaluation of sin split it too)
-    runner = _runner._function(0, queue, suite, Budget(2**30, split_seconds=1.0), 600.0, Selection())
-    reports = []
-    for events in runner:
-        reports.append((queue.taken, [event[0] for event in events]))
-        if "done" in reports[-1][1] and len(reports) == 3:
-            first_done = next(event for event in events if event[0] == "done")
-    # it says it has begun before it takes work; the first start goes out at once (the runner
-    # was idle); the case to split right after it ran, before the runner took its next item;
-    # then the rest when there is no more work
-    assert reports == [(0, ["ready"]), (1, ["start"]), (1, ["done"]), (3, ["start", "done"])]
-    assert type(first_done[4][0][1]) is SplitRequest
+    config = RunConfig(RunOptions(split_seconds=1.0), suite, Selection())
+    reports = [(queue.taken, report) for report in runner._function(0, queue, config)]
+    assert type(reports[0][1][0]) is Ready and reports[0][0] == 0  # begun before it takes work
+    assert type(reports[1][1][0]) is Started  # the first start goes out at once (the runner was idle)
+    taken, split = next((taken, m) for taken, report in reports for m in report if type(m) is Finished and m.splits)
+    assert taken == 1 and split.item == 0  # before the runner took its next item
+    assert not split.records and split.splits[0][0] == 0
+    finished = [m for _, report in reports for m in report if type(m) is Finished and m.records]
+    assert [m.records.keys for m in finished] == [["fake::sin::float64::sample0::grad"]]
+
+
+def test_a_case_that_crashed_its_worker_then_passes_alone_is_an_error_that_says_so(ray_cluster, tmp_path):
+    """A crash is never a pass: the case that crashed (here in its batch, then again, by name,
+    when the batch ran carefully) runs once more alone, passes, and its record is the error that
+    says the crash did not reproduce, with the rerun's verdict; the others keep theirs."""
+    suite = FakeSuite(ops=("dietwice",), samples=3, odd=1, marker=str(tmp_path / "m"))
+    result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=60, batch_size=8))
+    verdicts = _verdicts(result)
+    crashed = verdicts.pop("fake::dietwice::float64::sample1::grad")
+    assert set(verdicts.values()) == {"pass"} and len(verdicts) == 2
+    assert crashed == "error"
+    message = result.records[1].message
+    assert "the worker running this case crashed" in message
+    assert message.endswith("run again alone, it did not crash (the rerun: pass)"), message
 
 
 def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkeypatch):
@@ -260,24 +273,24 @@ def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkey
     (its rounds stay few)."""
     import ray
 
-    from distcheck.runner import ray_dispatch
+    from distcheck.runner import dispatch
 
     asked = []
     wait = ray.wait
 
     def recording_wait(refs, *, num_returns=1, timeout=None, **kwargs):
-        if timeout == ray_dispatch.POLL:
+        if timeout == dispatch.POLL:
             asked.append((len(refs), num_returns))
         return wait(refs, num_returns=num_returns, timeout=timeout, **kwargs)
 
-    monkeypatch.setattr(ray_dispatch.ray, "wait", recording_wait)
+    monkeypatch.setattr(dispatch.ray, "wait", recording_wait)
     suite = FakeSuite("slow", ops=("big", "sin"))
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
     assert [r.verdict for r in result.records] == ["pass", "pass"] and result.records[0].tasks > 1
-    assert asked and all(wanted == (1 if n <= ray_dispatch.PROMPT_UP_TO else n) for n, wanted in asked)
+    assert asked and all(wanted == (1 if n <= dispatch.PROMPT_UP_TO else n) for n, wanted in asked)
 
     asked.clear()
-    monkeypatch.setattr(ray_dispatch, "PROMPT_UP_TO", 0)
+    monkeypatch.setattr(dispatch, "PROMPT_UP_TO", 0)
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
     assert [r.verdict for r in result.records] == ["pass", "pass"]
     assert asked and all(wanted == n for n, wanted in asked)

@@ -4,11 +4,8 @@ Jacobians compared in one process."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-import distcheck.runner.runner as runner_module
 from distcheck.runner import RunOptions, run_suite
 from distcheck.suites import Selection, get_suite
 
@@ -19,25 +16,11 @@ pytestmark = pytest.mark.ray
 SELECTION = Selection(checks=("grad",), ops=("cumsum",), substring="::sample0::")
 
 
-def _block_budget(monkeypatch, block_bytes: float) -> None:
-    """Runs made from now on give their split cases' coordinators this block budget."""
-    made = runner_module.make_dispatcher
-
-    def dispatcher(*args):
-        made_one = made(*args)
-        made_one.split_budget = replace(made_one.split_budget, block_bytes=block_bytes)
-        return made_one
-
-    monkeypatch.setattr(runner_module, "make_dispatcher", dispatcher)
-
-
-def test_split_cases_compared_block_by_block_give_the_whole_jacobian_records(ray_cluster, monkeypatch):
+def test_split_cases_compared_block_by_block_give_the_whole_jacobian_records(ray_cluster):
     suite = get_suite("torch-opinfo", "slow")
     whole = run_suite(suite, SELECTION, RunOptions(serial=True)).records
-    _block_budget(monkeypatch, float("inf"))
-    split_whole = run_suite(suite, SELECTION, RunOptions(split_seconds=0.0)).records
-    _block_budget(monkeypatch, 0)
-    split_blocks = run_suite(suite, SELECTION, RunOptions(split_seconds=0.0)).records
+    split_whole = run_suite(suite, SELECTION, RunOptions(split_seconds=0.0, block_mb=float("inf"))).records
+    split_blocks = run_suite(suite, SELECTION, RunOptions(split_seconds=0.0, block_mb=0)).records
     assert {r.case.dtype for r in whole} == {"float64", "complex128"}
     expected = [(str(r.id), r.verdict, r.message) for r in whole]
     assert [(str(r.id), r.verdict, r.message) for r in split_blocks] == expected

@@ -1,4 +1,7 @@
-"""The pools of split-case coordinators: one per Ray, never a stale one from an earlier Ray."""
+"""Split cases on the driver (how many run at once, each cut for its share of the workers; a
+coordinator lost before it began), their coordinators (one pool per Ray, a gone one replaced;
+a coordinator's run of a case, its chunks run here) and the start of a dispatch (runners begin
+while the coordinator warms, no item before they have begun)."""
 
 from __future__ import annotations
 
@@ -8,9 +11,19 @@ import types
 import pytest
 import ray
 
-from distcheck.runner import chunks as split_chunks
-from distcheck.runner import split
-from distcheck.runner.budget import Budget
+from distcheck.executors.ray_executor import RayExecutor
+from distcheck.runner import RunOptions, run_suite
+from distcheck.runner.hash_seed import task_runtime_env
+from distcheck.runner.messages import Begun, Decided
+from distcheck.runner.options import RunConfig
+from distcheck.runner.split import coordinator
+from distcheck.runner.split.cases import SplitCases, split_share
+from distcheck.runner.split.chunks import run_chunk
+from distcheck.runner.split.coordinator import DROPPED, Coordinator, Coordinators, Inbox
+from distcheck.suites.base import RUN, CaseId, CaseInfo, Selection
+from tests.runner.fake_suite import FakeSuite, TracedSuite
+
+GRAD = Selection(checks=("grad",))
 
 
 def _context(node: str, job: str):
@@ -19,77 +32,43 @@ def _context(node: str, job: str):
 
 def test_a_new_ray_with_the_same_job_id_gets_a_new_pool(monkeypatch):
     # every new Ray's first job is 01000000: a pool kept from the last Ray holds dead actors
-    monkeypatch.setattr(split, "_pools", {})
+    monkeypatch.setattr(coordinator, "_pools", {})
     monkeypatch.setattr(ray, "get_runtime_context", lambda: _context("node-a", "01000000"))
-    first = split.coordinators(None)
-    assert split.coordinators(None) is first
+    first = coordinator.coordinators(None)
+    assert coordinator.coordinators(None) is first
     monkeypatch.setattr(ray, "get_runtime_context", lambda: _context("node-b", "01000000"))
-    assert split.coordinators(None) is not first
+    assert coordinator.coordinators(None) is not first
 
 
-def test_an_idle_coordinator_that_is_gone_is_replaced(monkeypatch):
-    class Gone:
-        class run:  # noqa: N801 (an actor method's shape)
-            @staticmethod
-            def remote(*args):
-                raise RuntimeError("Can't find actor: it might be dead or it's from a different cluster")
+class _Actor:
+    """A coordinator's handle: ``run.remote`` gives a generator's name, or raises once ``gone``."""
 
-    class Fresh:
-        class run:  # noqa: N801
-            @staticmethod
-            def remote(*args):
-                return "generator"
+    def __init__(self, made: list):
+        made.append(self)
+        self.number, self.gone = len(made), False
+        self.run = types.SimpleNamespace(remote=self._run)
 
-    pool = split.Coordinators(None)
-    pool._idle = [Gone()]
-    monkeypatch.setattr(pool, "_actor", types.SimpleNamespace(remote=lambda suite: Fresh()))
-    assert pool.start(None, None, None, None, None) == "generator"
-    assert pool._idle == [] and isinstance(pool._busy["generator"], Fresh)
+    def _run(self, *args):
+        if self.gone:
+            raise RuntimeError("Can't find actor: it might be dead or it's from a different cluster")
+        return f"generator {self.number}"
 
 
-class _FakeExecutor:
-    def __init__(self, queue, inbox, share=None, gpus=None, block_bytes=None):
-        self.queue, self.inbox, self.share = queue, inbox, share
-
-    def submit(self, subject, units):
-        return types.SimpleNamespace(tasks=len(units))
-
-
-def _coordinator(monkeypatch, run_case, *share):
-    monkeypatch.setattr(split, "queue_executor", _FakeExecutor)
-    monkeypatch.setattr(split, "distcheck_checker", lambda executor: executor)
-    monkeypatch.setattr(split, "run_case", run_case)
-    coordinator = object.__new__(split.Coordinator)  # its suite already loaded
-    coordinator.prepared, coordinator.inbox = {"s"}, split.Inbox()
-    return coordinator.run(types.SimpleNamespace(name="s"), "case", "fp", Budget(1.0), "queue", 7, None, *share)
-
-
-def test_a_coordinator_says_when_it_begins_then_gives_the_outcome_and_its_chunks(monkeypatch):
-    def chunked(suite, case, fingerprint, budget, executor):
-        assert executor._inner.inbox.key() == (7, 0)  # its chunks' keys: the case's id in the queue
-        executor.submit(None, [1, 2, 3])
-        return "outcome"
-
-    run = _coordinator(monkeypatch, chunked)
-    assert next(run) is None  # begun: its timeout runs from now
-    assert next(run) == ("outcome", 3)
-
-
-def test_a_case_that_ends_before_any_chunk_gives_its_outcome_and_its_error_is_raised(monkeypatch):
-    run = _coordinator(monkeypatch, lambda *args: "skipped early")
-    assert next(run) is None and next(run) == ("skipped early", 0)
-
-    def broken(*args):
-        raise ValueError("rebuilding the case failed")
-
-    run = _coordinator(monkeypatch, broken)
-    assert next(run) is None
-    with pytest.raises(ValueError, match="rebuilding the case failed"):
-        next(run)
+def test_an_idle_coordinator_that_is_gone_is_replaced():
+    made: list[_Actor] = []
+    pool = Coordinators(None, start=lambda suite: _Actor(made))
+    suite = FakeSuite("slow")
+    first = pool.start(suite, "config", "case", "queue", 0, 2)
+    pool.done(first)  # idle again, kept
+    assert pool.start(suite, "config", "case", "queue", 1, 2) == first and len(made) == 1
+    pool.done(first)
+    made[0].gone = True  # its node (or its cluster) went
+    second = pool.start(suite, "config", "case", "queue", 2, 2)
+    assert second == "generator 2" and pool.actor(second) is made[1]
 
 
 def test_an_inbox_drops_what_an_earlier_case_left_and_wakes_who_waits_for_a_dropped_chunk():
-    inbox = split.Inbox()
+    inbox = Inbox()
     inbox.begin(1)
     first = inbox.key()
     inbox.begin(2)
@@ -101,18 +80,42 @@ def test_an_inbox_drops_what_an_earlier_case_left_and_wakes_who_waits_for_a_drop
     waiter.start()
     inbox.drop([second])
     waiter.join(10)
-    assert got == [split_chunks.DROPPED]
+    assert got == [DROPPED]
     inbox.deliver(second, ["too late"])  # dropped stays dropped
     assert not inbox.arrived(second)
 
 
-def test_a_coordinator_cuts_its_case_for_the_share_of_the_workers_it_was_given(monkeypatch):
-    def planned(suite, case, fingerprint, budget, executor):
-        assert executor._inner.share == 8
-        return "outcome"
+class _InlineQueue:
+    """The work queue as a coordinator sees it, its chunks run at once in this process and their
+    results delivered to ``coordinator``."""
 
-    run = _coordinator(monkeypatch, planned, 8)
-    assert next(run) is None and next(run) == ("outcome", 0)
+    def __init__(self, coordinator_: Coordinator):
+        self.keys: list[tuple[int, int]] = []
+        self.put_chunks = types.SimpleNamespace(remote=self._run)
+        self.drop_chunks = types.SimpleNamespace(remote=lambda keys: None)
+        self.coordinator = coordinator_
+
+    def _run(self, chunks) -> None:
+        for chunk in chunks:
+            self.keys.append(chunk.key)
+            self.coordinator.deliver([(chunk.key, [ray.put(run_chunk(chunk))])])
+
+
+@pytest.mark.ray
+def test_a_coordinator_says_when_it_begins_then_gives_the_record_of_its_case_checked_in_chunks(ray_cluster, tmp_path):
+    suite = FakeSuite("slow", ops=("big", "wrong", "nobuild"), marks=str(tmp_path))  # big: 2 ms an evaluation
+    config = RunConfig(RunOptions(split_seconds=0.0), suite, GRAD, blocks=None)
+    made = Coordinator(suite)  # the actor's class, here in this process
+    for op, verdict in (("big", "pass"), ("wrong", "fail"), ("nobuild", "error")):
+        case = CaseInfo(CaseId("fake", op, "float64", "grad", 0), RUN, "", f"fp-{op}")
+        queue = _InlineQueue(made)
+        run = made.run(config, case, queue, 7, 2)
+        assert type(next(run)) is Begun  # begun: its timeout runs from now
+        decided = next(run)
+        assert type(decided) is Decided and decided.record.id == str(case.id)
+        assert decided.record.verdict == verdict and decided.record.tasks == len(queue.keys)
+        assert all(split == 7 for split, _ in queue.keys)  # its chunks' keys: the case's id in the queue
+        assert (len(queue.keys) > 1) == (op == "big")  # a case that cannot be rebuilt ends before any chunk
 
 
 @pytest.mark.parametrize(
@@ -129,121 +132,133 @@ def test_a_coordinator_cuts_its_case_for_the_share_of_the_workers_it_was_given(m
     ],
 )
 def test_a_split_case_is_cut_for_its_share_of_the_workers_while_others_run(workers, running, waiting, share):
-    from distcheck.runner.ray_dispatch import split_share
-
     assert split_share(workers, 8 if workers > 8 else 2, running, waiting) == share
 
 
 def test_a_split_case_s_executor_plans_for_its_share_never_more_than_the_cluster(monkeypatch):
-    from distcheck.executors.ray_executor import RayExecutor
-    from distcheck.plan.chunking import Workload
-
     monkeypatch.setattr(RayExecutor, "cluster_workers", lambda self: 64)
-    work = Workload(items=10_000, seconds_per_item=0.01)  # 100 s of columns
-    pieces = {
-        share: len(split_chunks.queue_executor("queue", split.Inbox(), share=share).policy.timed_chunks(work))
-        for share in (None, 8, 1000)
-    }
-    # the whole cluster: two rounds of one piece per worker; an eighth of it: 7 shrinking rounds
-    assert pieces == {None: 128, 8: 56, 1000: 128}
+    lone, eighth, beyond = (RayExecutor(share=share).policy for share in (None, 8, 1000))
+    assert (lone.workers, lone.cluster) == (64, 0)
+    assert (eighth.workers, eighth.cluster) == (8, 64) and eighth.rounds() > lone.rounds()  # shrinking rounds
+    assert beyond.workers == 64
 
 
-def test_the_driver_starts_split_cases_each_cut_for_its_share(monkeypatch):
-    """Three split cases found at once, two coordinators at most on 64 workers: the first two
-    start, each cut for half the workers; the third waits, then starts among one other."""
-    import collections
+class _Pool:
+    """Coordinators that start nothing: the cases started and the share each was cut for."""
 
-    from distcheck.runner import ray_dispatch
+    def __init__(self):
+        self.started: list[tuple[str, int]] = []
+        self.killed: list[str] = []
 
-    started = []
+    def start(self, suite, config_ref, case, queue, split_id, share):
+        self.started.append((case.id, share))
+        return f"generator {case.id}"
 
-    class Pool:
-        def start(self, suite, case, fingerprint, budget, queue, split_id, gpus, share):
-            started.append((case, share))
-            return f"generator {case}"
+    def done(self, generator, failed=False):
+        pass
 
-    run = object.__new__(ray_dispatch._Run)
-    run.d = types.SimpleNamespace(workers=64, suite="suite", split_budget="budget", gpus_per_runner=None)
-    run.queue = types.SimpleNamespace(open_split=types.SimpleNamespace(remote=lambda split_id: None))
-    run.coordinators, run.max_splits, run.next_split = Pool(), 2, 0
-    run.splits, run.split_ids, run.waiting = {}, {}, collections.deque()
-    monkeypatch.setattr(run, "top_up", lambda: None, raising=False)
+    def kill(self, generator):
+        self.killed.append(generator)
+
+
+class _Queue:
+    def __init__(self):
+        for method in ("open_split", "end_split", "forwarded"):
+            setattr(self, method, types.SimpleNamespace(remote=lambda *args: None))
+
+
+class _Sink:
+    def __init__(self):
+        self.records = []
+
+    def emit(self, batch):
+        self.records += batch.records()
+
+
+def _split_cases(workers: int) -> tuple[SplitCases, _Pool, _Sink]:
+    config = RunConfig(RunOptions(), FakeSuite("slow"), GRAD, workers=workers)
+    pool, sink = _Pool(), _Sink()
+    return SplitCases(config, "config", _Queue(), pool, sink), pool, sink
+
+
+def _case(name: str) -> CaseInfo:
+    return CaseInfo(CaseId("fake", name, "float64", "grad", 0), RUN, "", "fp")
+
+
+def test_the_driver_starts_split_cases_each_cut_for_its_share():
+    """Three split cases found at once, two at most on 16 workers: the first two start, each cut
+    for half the workers; the third waits, then starts among one other; alone, it has all."""
+    splits, pool, _ = _split_cases(16)
     for name in ("a", "b", "c"):
-        run.waiting.append(ray_dispatch._Split(types.SimpleNamespace(id=name, fingerprint=None)))
-    run.start_waiting()
-    assert started == [("a", 32), ("b", 32)]
-    del run.splits["generator a"]  # its case ended
-    run.start_waiting()
-    assert started[-1] == ("c", 32)
-    run.splits.clear()
-    run.waiting.append(ray_dispatch._Split(types.SimpleNamespace(id="d", fingerprint=None)))
-    run.start_waiting()
-    assert started[-1] == ("d", 64)  # alone
+        splits.add(_case(name))
+    assert splits.start_waiting()
+    assert [share for _, share in pool.started] == [8, 8] and splits.active
+    splits.ended(f"generator {_case('a').id}", None)  # its case ended
+    assert splits.start_waiting() and pool.started[-1] == (_case("c").id, 8)
+    splits.ended(f"generator {_case('b').id}", None)
+    splits.ended(f"generator {_case('c').id}", None)
+    splits.add(_case("d"))
+    assert splits.start_waiting() and pool.started[-1] == (_case("d").id, 16)
+    assert not splits.start_waiting()  # none waiting
 
 
-def test_a_slow_run_submits_its_runners_before_it_waits_for_a_coordinator_to_warm(monkeypatch):
+def test_a_split_case_whose_coordinator_dies_before_it_begins_goes_to_another_then_errs():
+    splits, pool, sink = _split_cases(4)
+    splits.add(_case("a"))
+    splits.start_waiting()
+    for _ in range(2):  # coordinators kept from an earlier run, gone: not the case's doing
+        splits.ended(f"generator {_case('a').id}", ray.exceptions.RayActorError())
+        assert splits.start_waiting() and not sink.records
+    splits.ended(f"generator {_case('a').id}", ray.exceptions.RayActorError())
+    (record,) = sink.records
+    assert record.verdict == "error" and record.message.startswith("the split case stopped: ")
+    splits.add(_case("b"))
+    splits.start_waiting()
+    splits.begun(f"generator {_case('b').id}")
+    splits.ended(f"generator {_case('b').id}", ray.exceptions.RayActorError())  # begun: its error
+    assert [r.case.op for r in sink.records] == ["a", "b"] and not splits.active
+
+
+def _fresh_coordinators() -> None:
+    """No idle coordinator kept from an earlier test: the next slow run warms a new one."""
+    coordinator.coordinators(task_runtime_env(ray.get_runtime_context().runtime_env)).close_idle()
+
+
+@pytest.mark.ray
+def test_a_slow_run_s_runners_begin_while_its_coordinator_warms(ray_cluster, tmp_path):
     """Ray starts the runners (a worker lease each: seconds for many on busy cores) while the
-    driver waits for the coordinator to load the suite, not after."""
-    import threading
-
-    from distcheck.runner import ray_dispatch
-
-    order = []
-    run = object.__new__(ray_dispatch._Run)
-    stop = threading.Event()
-    stop.set()  # the loop ends at once, after its start
-    budget = types.SimpleNamespace(split_seconds=4.0)
-    run.d = types.SimpleNamespace(suite=types.SimpleNamespace(mode="slow"), budget=budget, stop=stop)
-    run.coordinators = types.SimpleNamespace(warm=lambda suite: order.append("warm"))
-    run.runners, run.splits, run.queue = {}, {}, "queue"
-    monkeypatch.setattr(run, "top_up", lambda: order.append("runners"), raising=False)
-    monkeypatch.setattr(ray_dispatch.ray, "kill", lambda actor: order.append("queue killed"))
-    run.loop()
-    assert order == ["runners", "warm", "queue killed"]
+    coordinator loads the suite, not after."""
+    _fresh_coordinators()
+    suite = TracedSuite("fake-warm", str(tmp_path), nap=2.0, mode="slow", ops=("sin",))
+    result = run_suite(suite, GRAD, RunOptions(timeout=120))
+    assert [r.verdict for r in result.records] == ["pass"]
+    prepared, _ = suite.traced()
+    warmed = [ended for role, _, ended in prepared if role == "actor"]
+    runners = [began for role, began, _ in prepared if role == "task"]
+    assert warmed and runners and min(runners) < min(warmed)
 
 
-def _starting_run(runners: int, careful: int = 0):
-    import threading
-
-    from distcheck.runner import ray_dispatch
-
-    run = object.__new__(ray_dispatch._Run)
-    run.d = types.SimpleNamespace(stop=threading.Event())
-    run.runners = {k: ray_dispatch._Runner(k, careful=k >= runners) for k in range(runners + careful)}
-    return run
-
-
-def test_the_first_dispatch_waits_for_the_runners_to_begin(monkeypatch):
-    run = _starting_run(3, careful=1)  # a careful task never says it is ready: not waited for
-    heard = []
-
-    def receive():  # one runner begins per look
-        runner = next(r for r in run.runners.values() if not r.ready and not r.careful)
-        run.on_ready(runner)
-        heard.append(runner.id)
-
-    monkeypatch.setattr(run, "receive", receive, raising=False)
-    run.await_runners()
-    assert heard == [0, 1, 2]
+@pytest.mark.ray
+def test_the_first_dispatch_waits_for_the_runners_to_begin(ray_cluster, tmp_path):
+    """One runner begins at once, the other a second and a half later: no group is listed
+    before both have begun."""
+    suite = TracedSuite("fake-begin", str(tmp_path), nap=1.5, first_nap=0.0, ops=("sin", "wrong"))
+    result = run_suite(suite, GRAD, RunOptions(timeout=120))
+    assert [r.verdict for r in result.records] == ["pass", "fail"]
+    prepared, listed = suite.traced()
+    assert len(prepared) == result.workers and listed
+    assert max(ended for _, _, ended in prepared) <= listed[0]
 
 
-def test_the_first_dispatch_waits_no_more_once_runners_stop_beginning(monkeypatch):
-    """A cluster shared with other jobs may start only some runners: after READY_GAP seconds
-    without a new one, the work goes to those that began."""
-    import time
+@pytest.mark.ray
+def test_the_first_dispatch_waits_no_more_once_runners_stop_beginning(ray_cluster, tmp_path, monkeypatch):
+    """A cluster shared with other jobs may start only some runners: once no runner has begun
+    for READY_GAP seconds, the work goes to those that began."""
+    from distcheck.runner import dispatch
 
-    from distcheck.runner import ray_dispatch
-
-    run = _starting_run(4)
-    run.on_ready(run.runners[0])
-    looks = []
-    monkeypatch.setattr(run, "receive", lambda: looks.append(time.sleep(0.01)), raising=False)
-    monkeypatch.setattr(ray_dispatch, "READY_GAP", 0.1)
-    begin = time.monotonic()
-    run.await_runners()
-    assert 0.1 <= time.monotonic() - begin < 5.0 and looks
-    assert [r.ready for r in run.runners.values()] == [True, False, False, False]
-    run.d.stop.set()  # a stopped run does not wait at all
-    looks.clear()
-    run.await_runners()
-    assert not looks
+    monkeypatch.setattr(dispatch, "READY_GAP", 0.5)
+    suite = TracedSuite("fake-gap", str(tmp_path), nap=0.0, first_nap=8.0, ops=("sin",))
+    result = run_suite(suite, GRAD, RunOptions(timeout=120))
+    assert [r.verdict for r in result.records] == ["pass"]
+    prepared, listed = suite.traced()
+    assert listed and listed[0] < max(ended for _, _, ended in prepared)  # before the slow one began

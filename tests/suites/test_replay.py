@@ -10,7 +10,7 @@ import pytest
 
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.budget import SPLIT, Budget, estimate
-from distcheck.runner.case_runner import SplitRequest, run_case
+from distcheck.runner.case import SplitRequest, run_case
 from distcheck.suites import CaseId, Selection, UsageError, replay
 from distcheck.suites.base import GroupInfo
 from distcheck.suites.replay import load, replay_suite, split_shape
@@ -165,7 +165,7 @@ def test_a_replay_worker_never_imports_torch(report):
     code = (
         "import sys\n"
         "from distcheck.runner.budget import Budget\n"
-        "from distcheck.runner.case_runner import run_case\n"
+        "from distcheck.runner.case import run_case\n"
         "from distcheck.suites.base import CaseId\n"
         "from distcheck.suites.replay import replay_suite\n"
         f"suite = replay_suite({report!r}, scale=0.001)\n"

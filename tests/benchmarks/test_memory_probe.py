@@ -1,4 +1,5 @@
-"""The memory probe of benchmarks/bench_split.py: a piece's growth is its own, cases say their inputs."""
+"""The memory probe of benchmarks/bench_split.py: a piece's growth is its own, cases say their
+inputs (through the runner's probe hook)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,26 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import torch
 
-from distcheck.runner import RunOptions, memory_probe, run_suite
-from distcheck.runner.chunks import Inbox
+from benchmarks import memory_probe
+from distcheck.runner import RunOptions, probe, run_suite
+from distcheck.runner.split.coordinator import Inbox
 from distcheck.suites import Selection
 from tests.runner.fake_suite import FakeSuite
 
 MB = 2**20
+
+
+@pytest.fixture
+def hooked(tmp_path, monkeypatch):
+    """The runner's probe hook is the memory probe, writing to ``tmp_path``."""
+    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+    monkeypatch.setenv(probe.VARIABLE, memory_probe.SPEC)
+    probe.hook.cache_clear()
+    yield
+    probe.hook.cache_clear()
 
 
 def test_off_it_writes_nothing(tmp_path, monkeypatch):
@@ -59,8 +72,7 @@ def test_size_of_counts_each_array_once():
     assert memory_probe.size_of(()) == 0
 
 
-def test_a_run_s_cases_say_their_inputs(tmp_path, monkeypatch):
-    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+def test_a_run_s_cases_say_their_inputs(tmp_path, hooked):
     result = run_suite(FakeSuite("slow", ops=("sin",)), Selection(checks=("grad",)), RunOptions(serial=True))
     assert [r.verdict for r in result.records] == ["pass"]
     (line,) = memory_probe.read(str(tmp_path))
@@ -129,8 +141,7 @@ def test_a_piece_says_the_cpu_of_its_thread(tmp_path, monkeypatch):
     assert spins["cpu"] >= 0.1 and sleeps["cpu"] < 0.05
 
 
-def test_a_coordinator_waiting_for_a_chunk_s_result_is_not_sampled(tmp_path, monkeypatch):
-    monkeypatch.setenv(memory_probe.ENV, str(tmp_path))
+def test_a_coordinator_waiting_for_a_chunk_s_result_is_not_sampled(tmp_path, hooked):
     inbox = Inbox()
     inbox.begin(0)
     key = inbox.key()

@@ -8,26 +8,24 @@ its next item (so the driver is not in the path of each task). Its
 :class:`~distcheck.runner.policy.WorkPolicy` decides the order of the work and its pieces (the
 default: :mod:`.default_policy`); the queue knows which runner holds which item, so that the
 work of a runner that dies or is stopped can be given out again, and when everything is done.
-It also holds the chunks of the split cases that run (:mod:`.chunks`): they go out before any
-other work, and the queue knows which runner runs which chunk.
+Split cases' chunks go out before any other work (their lane: :mod:`.split.chunks`).
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterator
 
-from distcheck.runner.chunks import CHUNK_TRIES, Chunk
+from distcheck.runner.messages import Soon, Wait
 from distcheck.runner.policy import Item, WorkPolicy
+from distcheck.runner.split.chunks import Chunk, ChunkLane
 from distcheck.suites.base import CaseInfo, GroupInfo
 
 _END = object()
-WAIT = "wait"  # WorkQueue.take: nothing now, ask again (other runners may still add work)
-SOON = "soon"  # WorkQueue.take: nothing now, ask again soon (a split case runs: its chunks may come)
+WAIT, SOON = Wait(), Soon()
 
 
 class Enumeration:
@@ -86,17 +84,10 @@ class WorkQueue:
     def __init__(self, policy: WorkPolicy):
         self._policy = policy
         self._ids = itertools.count()
-        self._held: dict[int, tuple[int, Item]] = {}  # item id -> (runner, item)
-        self._runners: set[int] = set()  # runners taking work
+        self._held: dict[int, Item] = {}  # item id -> item, while a runner holds it
         self._taken: dict[int, list[Item]] = {}  # per runner, the items it took, in order
         self._closed = False
-        self._chunks: collections.deque[Chunk] = collections.deque()  # split cases' chunks to run
-        self._running: dict[int, Chunk] = {}  # runner -> the chunk it runs now
-        # runner -> the chunks it took whose results the driver has not forwarded yet: they go
-        # down with it (a runner's unread reports die with its process)
-        self._unforwarded: dict[int, dict[tuple[int, int], Chunk]] = {}
-        self._splits: set[int] = set()  # split cases that run (their coordinators may add chunks)
-        self._ended: set[int] = set()  # split cases that ended (chunks they still add are dropped)
+        self._chunks = ChunkLane()
 
     def put(self, work: list[GroupInfo | CaseInfo]) -> None:
         """Groups to list, and runnable listed cases."""
@@ -110,93 +101,64 @@ class WorkQueue:
         """Enumeration is over: once the work runs out, runners may stop."""
         self._closed = True
 
-    def take(self, runner: int, finished: int | None = None) -> Item | Chunk | str | None:
+    def take(self, runner: int, finished: int | None = None) -> Item | Chunk | Wait | Soon | None:
         """The next item for ``runner`` (which has finished item ``finished``, and whatever
         chunk it ran): a split case's chunk first; :data:`WAIT` if there is none now but runners
-        still hold work that may add some, :data:`SOON` if split cases do; None when all is
+        still hold work that may add some, :data:`SOON` if split cases run; None when all is
         done."""
         if finished is not None:
             self._held.pop(finished, None)
-        self._running.pop(runner, None)
-        if self._chunks:
-            self._runners.add(runner)
-            self._running[runner] = chunk = self._chunks.popleft()
-            self._unforwarded.setdefault(runner, {})[chunk.key] = chunk
+        chunk = self._chunks.take(runner)
+        if chunk is not None:
             return chunk
         item = self._policy.take()
         if item is None:
-            if self._closed and not self._held and not self._splits:
-                self._runners.discard(runner)
+            if self._closed and not self._held and not self._chunks.open:
                 return None
-            self._runners.add(runner)
-            return SOON if self._splits else WAIT
-        self._runners.add(runner)
+            return SOON if self._chunks.open else WAIT
         item = dataclasses.replace(item, id=next(self._ids))
-        self._held[item.id] = (runner, item)
+        self._held[item.id] = item
         self._taken.setdefault(runner, []).append(item)
         return item
 
-    def lost(self, runner: int, known: int | None, batches: list[tuple[list[CaseInfo], bool]]) -> list[Item]:
-        """``runner`` died or was stopped; the driver last heard it start item ``known`` (what it
-        knew of that item is in ``batches``, to hand out again first). Returns the items the
-        runner took after ``known``: their reports (even of items it finished) went down with it,
-        so the driver runs them again, carefully."""
-        self._runners.discard(runner)
+    def lost(self, runner: int, known: int | None) -> list[Item]:
+        """``runner`` died or was stopped; the driver last heard it start item ``known``.
+        Returns the items the runner took after ``known``: their reports (even of items it
+        finished) went down with it, so the driver runs them again, carefully."""
         taken = self._taken.pop(runner, [])
         ids = [item.id for item in taken]
         unreported = taken[ids.index(known) + 1 :] if known in ids else taken
         for item in unreported:
             self._held.pop(item.id, None)
         self._held.pop(known, None)
-        self.resubmit(batches)
         return unreported
-
-    def open_split(self, split: int) -> None:
-        """Split case ``split`` runs: runners wait for its chunks rather than stop."""
-        if split not in self._ended:
-            self._splits.add(split)
-
-    def put_chunks(self, chunks: list[Chunk]) -> None:
-        """A running split case's chunks, to hand out before anything else."""
-        self._chunks.extend(chunk for chunk in chunks if chunk.split not in self._ended)
-
-    def drop_chunks(self, keys: list[tuple[int, int]]) -> None:
-        """Chunks whose results are no longer wanted: those not handed out yet are dropped."""
-        dropped = set(keys)
-        self._chunks = collections.deque(chunk for chunk in self._chunks if chunk.key not in dropped)
-
-    def forwarded(self, chunks: list[tuple[int, tuple[int, int]]]) -> None:
-        """The driver has forwarded the results of these chunks ``(runner, key)``."""
-        for runner, key in chunks:
-            self._unforwarded.get(runner, {}).pop(key, None)
-
-    def end_split(self, split: int) -> list[int]:
-        """Split case ``split`` has ended: its chunks not handed out are dropped, and so are
-        those it adds later. Returns the runners that run one of its chunks now."""
-        self._splits.discard(split)
-        self._ended.add(split)
-        self._chunks = collections.deque(chunk for chunk in self._chunks if chunk.split != split)
-        running = [runner for runner, chunk in self._running.items() if chunk.split == split]
-        for runner in running:
-            del self._running[runner]
-        for chunks in self._unforwarded.values():
-            for key in [key for key in chunks if key[0] == split]:
-                del chunks[key]
-        return running
-
-    def chunk_lost(self, runner: int) -> tuple[bool, list[Chunk]]:
-        """``runner`` died or was stopped: whether it ran a chunk then. Every chunk it took whose
-        result the driver has not forwarded runs again first — unless that was its last try:
-        those are returned (given up)."""
-        ran = self._running.pop(runner, None) is not None
-        given_up = []
-        for chunk in reversed(self._unforwarded.pop(runner, {}).values()):
-            if chunk.tries + 1 >= CHUNK_TRIES:
-                given_up.append(chunk)
-            else:
-                self._chunks.appendleft(dataclasses.replace(chunk, tries=chunk.tries + 1))
-        return ran, given_up
 
     def idle(self) -> bool:
         """Nothing to hand out and nothing held."""
-        return not (self._policy.pending() or self._held or self._chunks or self._running)
+        chunks = self._chunks
+        return not (self._policy.pending() or self._held or chunks.waiting or chunks.running)
+
+    # the split cases' chunks (see ChunkLane)
+
+    def open_split(self, split: int) -> None:
+        """Split case ``split`` runs: runners wait for its chunks rather than stop."""
+        self._chunks.start(split)
+
+    def put_chunks(self, chunks: list[Chunk]) -> None:
+        self._chunks.put(chunks)
+
+    def drop_chunks(self, keys: list[tuple[int, int]]) -> None:
+        """Chunks whose results are no longer wanted: those not handed out yet are dropped."""
+        self._chunks.drop(keys)
+
+    def forwarded(self, chunks: list[tuple[int, tuple[int, int]]]) -> None:
+        """The driver has forwarded the results of these chunks ``(runner, key)``."""
+        self._chunks.forwarded(chunks)
+
+    def end_split(self, split: int) -> list[int]:
+        """Split case ``split`` has ended: the runners that run one of its chunks now."""
+        return self._chunks.end(split)
+
+    def chunk_lost(self, runner: int) -> tuple[bool, list[Chunk]]:
+        """``runner`` died or was stopped: whether it ran a chunk, and the chunks given up."""
+        return self._chunks.lost(runner)

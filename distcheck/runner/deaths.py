@@ -1,4 +1,4 @@
-"""Why a Ray task died, and what a suite runner does about it (pure: no Ray calls).
+"""Why a Ray task died, and what the dispatch does about it (pure: no Ray calls).
 
 A batch task that ends in a Ray error did not fail its case: something happened to the process
 or the machine running it. The kinds call for different answers:
@@ -113,7 +113,7 @@ def classify(error: BaseException) -> WorkerDeath:
     return WorkerDeath(kind, f"the worker running this case died: {type(error).__name__}: {_first_line(error)}")
 
 
-class DeathPolicy:
+class Deaths:
     """Remembers, per case, the nodes it lost and its first crash; decides what comes next."""
 
     def __init__(self, max_node_losses: int = MAX_NODE_LOSSES):

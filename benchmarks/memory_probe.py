@@ -1,7 +1,8 @@
-"""How much memory one piece of a run takes in the process that runs it: opt-in measurement
-for ``benchmarks/bench_split.py --whole-suite``, through ``$DISTCHECK_MEMORY_PROBE`` (a folder).
+"""How much memory one piece of a run takes in the process that runs it: the runner's probe
+hook (:mod:`distcheck.runner.probe`) for ``benchmarks/bench_split.py --whole-suite``, which sets
+``$DISTCHECK_PROBE`` to :data:`SPEC` and ``$DISTCHECK_MEMORY_PROBE`` to a folder.
 
-With it set, each piece — a case a runner checks whole (from its rebuild to its verdict or its
+Each piece — a case a runner checks whole (from its rebuild to its verdict or its
 split request), a split case on its coordinator (from its rebuild to its verdict: everything
 but the chunks and block jobs), a chunk or a block job a runner runs — appends a JSON line to
 ``<folder>/<pid>.jsonl``: its kind, what it was, the bytes of the case's inputs, and two
@@ -42,7 +43,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-ENV = "DISTCHECK_MEMORY_PROBE"
+ENV = "DISTCHECK_MEMORY_PROBE"  # the folder the pieces' lines go to
+SPEC = "benchmarks.memory_probe:PROBE"  # $DISTCHECK_PROBE
 SAMPLE_EVERY = 0.001  # seconds: touching 64 MB of new pages takes ~10 ms, so no such peak is missed
 
 _lock = threading.Lock()
@@ -221,3 +223,13 @@ def read(folder: str) -> list[dict]:
             with open(os.path.join(folder, name)) as f:
                 out.extend({**json.loads(line), "pid": int(name[:-6])} for line in f if line.strip())
     return out
+
+
+class MemoryProbe:
+    """The runner's probe (:class:`distcheck.runner.probe.Probe`): :func:`probe` and :func:`waiting`."""
+
+    piece = staticmethod(probe)
+    waiting = staticmethod(waiting)
+
+
+PROBE = MemoryProbe()

@@ -1,11 +1,13 @@
-"""Running one case where it lands (a Ray worker, or this process): rebuild it from its id,
-compare the fingerprint of its inputs with the driver's, estimate it, then check it.
+"""One case where it lands (a runner on a worker, a split case's coordinator, this process):
+rebuilt from its id, the fingerprint of its inputs compared with the listed one, estimated,
+then checked; its record made there.
 
 Every step's failure is a verdict, never an exception: a runner must go on with the others.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 import warnings
 from dataclasses import dataclass
@@ -13,19 +15,31 @@ from dataclasses import dataclass
 from distcheck.engines import get_engine
 from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
-from distcheck.runner import artifacts, memory_probe
+from distcheck.runner import artifacts, probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 from distcheck.suites.checkers import Checker
 
+_prepared: set[str] = set()
+
+
+def prepare(suite: Suite) -> None:
+    """Load what the suite needs in this process (its engine's library, its database), once;
+    then keep it out of the garbage collector's sight (an op database is hundreds of thousands
+    of objects, which every full collection the cases' allocations trigger would go over)."""
+    if suite.name not in _prepared:
+        get_engine(suite.engine)
+        suite.prepare()
+        gc.freeze()
+        _prepared.add(suite.name)
+
 
 @dataclass(frozen=True)
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
-    inputs actually rebuilt (the driver checks it again); ``blocks``: the bounded Jacobian
-    blocks of a failed comparison (the driver stores them, see :mod:`.artifacts`)."""
+    inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison."""
 
     verdict: Verdict
     message: str = ""
@@ -37,9 +51,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class SplitRequest:
-    """What running a case too long for one task gave instead of a verdict: run it in Jacobian
-    chunks over the cluster (see :mod:`.split`), for ``reason``. The driver starts it; it is
-    never a record (:func:`to_record` refuses it)."""
+    """What running a case too long for one runner gave instead of a verdict: run it in Jacobian
+    chunks over the cluster (see :mod:`.split`), for ``reason``. Never a record."""
 
     reason: str
     seconds: float
@@ -67,23 +80,27 @@ def build_checked(suite: Suite, case: CaseId, expected: str | None) -> tuple[Bui
 
 
 def run_case(
-    suite: Suite,
-    case: CaseId,
-    expected: str | None,
-    budget: Budget,
-    checker: Checker | None = None,
+    suite: Suite, case: CaseId, expected: str | None, budget: Budget, checker: Checker | None = None
 ) -> Outcome | SplitRequest:
     """Rebuild, verify, estimate and check one case on one intra-op thread. ``checker``:
-    distcheck's checks on the serial executor unless given (a runner passes a Ray executor's
-    for a case it splits)."""
+    distcheck's checks on the serial executor unless given (a split case's coordinator passes
+    its own)."""
+    hook = probe.hook()
+    if hook is None:
+        return _run(suite, case, expected, budget, checker)
+    with hook.piece("case" if checker is None else "split case", str(case)) as piece:
+        return _run(suite, case, expected, budget, checker, piece)
+
+
+def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, checker, piece=None):
     start = time.perf_counter()
-    kind = "case" if checker is None else "split case"
-    with memory_probe.probe(kind, str(case)) as piece, get_engine(suite.engine).threads(1), warnings.catch_warnings():
+    with get_engine(suite.engine).threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ops' deprecation warnings, from every worker: noise
         built, refused = build_checked(suite, case, expected)
         if refused is not None:
             return refused
-        piece.inputs_of(built.inputs)
+        if piece is not None:
+            piece.inputs_of(built.inputs)
         estimated = None
         if has_slow_calls(built):
             try:
@@ -105,8 +122,10 @@ def run_case(
         return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept)
 
 
-def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
-    """The record of a case from where it ran, after the driver's own fingerprint check."""
+def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = False) -> CaseRecord:
+    """The record of a case from its outcome, its fingerprint compared with the listed one.
+    ``keep_blocks``: the record names the file of the outcome's failure blocks, if it has some
+    (whoever makes the record sends them to the run's :class:`~.artifacts.BlockStore`)."""
     if type(outcome) is not Outcome:
         raise TypeError(f"a case's record is made of its Outcome, not of a {type(outcome).__name__}")
     if outcome.fingerprint is not None and info.fingerprint is not None and outcome.fingerprint != info.fingerprint:
@@ -114,8 +133,14 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int) -> CaseRecord:
             info.id, ERROR, fingerprint_mismatch(info.id, info.fingerprint, outcome.fingerprint), outcome.seconds, tasks
         )
     estimated = None if outcome.estimate is None else outcome.estimate.to_json()
-    blocks = artifacts.store(str(info.id), outcome.blocks)
+    blocks = artifacts.file_name(info.key) if keep_blocks and outcome.blocks is not None else None
     return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks)
+
+
+def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) -> tuple[CaseRecord, dict]:
+    """:func:`to_record`, and the failure blocks the record names (file name: blocks)."""
+    record = to_record(info, outcome, tasks, keep_blocks)
+    return record, {} if record.blocks is None else {record.blocks: outcome.blocks}
 
 
 def timeout_record(info: CaseInfo, timeout: float | None, seconds: float, tasks: int) -> CaseRecord:

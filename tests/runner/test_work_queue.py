@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from distcheck.runner.chunks import CHUNK_TRIES, Chunk
 from distcheck.runner.default_policy import CostlyRule, DefaultPolicy
 from distcheck.runner.durations import Durations, load_durations
-from distcheck.runner.feed import SOON, WAIT, Enumeration, WorkQueue
-from distcheck.runner.policy import PolicyContext
-from distcheck.suites import CaseId, CaseInfo, GroupInfo, UsageError
+from distcheck.runner.options import RunConfig, RunOptions
+from distcheck.runner.split.chunks import CHUNK_TRIES, Chunk
+from distcheck.runner.work_queue import SOON, WAIT, Enumeration, WorkQueue
+from distcheck.suites import CaseId, CaseInfo, GroupInfo, Selection, UsageError
+from tests.runner.fake_suite import FakeSuite
 
 
 def _case(op: str, sample: int, cost: int = 0) -> CaseInfo:
@@ -33,7 +34,8 @@ def _name(item) -> str | list[str]:
 
 def _queue(mode: str = "slow", size: int = 3, durations: Durations | None = None) -> WorkQueue:
     """A queue with the default policy (slow mode: cost hints make cases costly)."""
-    return WorkQueue(DefaultPolicy(PolicyContext(mode, 1, durations, size)))
+    options = RunOptions(batch_size=size, durations=durations)
+    return WorkQueue(DefaultPolicy(RunConfig(options, FakeSuite(mode), Selection(), workers=1)))
 
 
 def _drain(queue: WorkQueue, runner: int = 0) -> list:
@@ -77,10 +79,10 @@ def test_runners_wait_while_others_hold_work_and_stop_when_all_is_done():
     group = queue.take(0)
     assert queue.take(1) == WAIT  # runner 0 may still put the rest of its group back
     queue.put([_case("g", 5)])
-    assert _name(queue.take(1)) == ["g5"]
+    g5 = queue.take(1)
+    assert g5.cases.keys == ("s::g::float64::sample5::grad",)
     assert queue.take(0, finished=group.id) == WAIT  # runner 1 still holds g5
-    (held,) = queue._held
-    assert queue.take(1, finished=held) is None
+    assert queue.take(1, finished=g5.id) is None
 
 
 def test_the_work_of_a_lost_runner_goes_back_to_the_driver():
@@ -90,10 +92,11 @@ def test_the_work_of_a_lost_runner_goes_back_to_the_driver():
     finished = queue.take(7, finished=known.id)  # finished, but its report never reached the driver
     taken = queue.take(7, finished=finished.id)  # taken, and the driver never heard it started
     assert [_name(finished), _name(taken)] == [["a0", "a1"], ["b0"]]
-    unreported = queue.lost(7, known.id, [([_case("g", 1)], False)])
+    unreported = queue.lost(7, known.id)
     assert [_name(item) for item in unreported] == [["a0", "a1"], ["b0"]]  # for the driver to run carefully
+    queue.resubmit([([_case("g", 1)], False)])  # what the driver knew of the known item
     assert _drain(queue, runner=1) == [["g1"], ["c0"]]
-    assert queue.lost(8, None, []) == [] and queue.idle()
+    assert queue.lost(8, None) == [] and queue.idle()
 
 
 def _chunk(split: int, n: int) -> Chunk:
@@ -109,10 +112,10 @@ def test_split_cases_chunks_go_out_first_and_runners_wait_for_them():
     queue.open_split(3)
     queue.put_chunks([_chunk(3, 0), _chunk(3, 1)])
     assert [queue.take(0).key, queue.take(1).key] == [(3, 0), (3, 1)]
-    assert _name(queue.take(0)) == ["a0"]
+    a0 = queue.take(0)
+    assert _name(a0) == ["a0"]
     assert queue.take(1) == SOON  # split case 3 may add chunks any moment
-    (held,) = queue._held
-    assert queue.take(0, finished=held) == SOON
+    assert queue.take(0, finished=a0.id) == SOON
     queue.put_chunks([_chunk(3, 2)])
     assert queue.take(1).key == (3, 2)
     assert queue.end_split(3) == [1]  # runner 1 runs one of its chunks
@@ -131,15 +134,14 @@ def test_a_lost_runners_chunks_not_forwarded_run_again_until_their_last_try():
     assert queue.chunk_lost(9) == (False, [])  # runner 9 took no chunk
     assert queue.take(5).key == (0, 1)  # runner 5 has run (0, 0): its result not forwarded yet
     queue.forwarded([(5, (0, 1))])  # (the driver reads a runner's reports in order: a sketch)
-    assert queue.chunk_lost(5) == (True, [])
-    assert [c.key for c in queue._chunks] == [(0, 0)]
+    assert queue.chunk_lost(5) == (True, [])  # (0, 0) runs again; (0, 1) was forwarded
     for tries in range(1, CHUNK_TRIES):
         chunk = queue.take(6)
         assert chunk.key == (0, 0) and chunk.tries == tries
         ran, given_up = queue.chunk_lost(6)
         assert ran and (given_up == [] or tries == CHUNK_TRIES - 1)
     assert [c.key for c in given_up] == [(0, 0)] and given_up[0].tries == CHUNK_TRIES - 1
-    assert queue.take(7) == SOON and not queue._chunks
+    assert queue.take(7) == SOON  # none left, the split case still runs
 
 
 def test_durations_order_groups_longest_first(tmp_path):
@@ -161,7 +163,7 @@ def test_durations_order_groups_longest_first(tmp_path):
     queue = _queue("fast", 4, durations)
     queue.put([_group("h"), _group("g")])
     group = queue.take(0)
-    rule = group.share.rule
+    rule = group.head.rule
     assert rule.batch_seconds == 12.5 / 4 and rule.durations["s::h::float64::sample1::grad"] == 9.0
     queue.put([_case("h", 0), _case("h", 1), _case("h", 2)])
     assert _drain(queue) == [["h1"], ["h0"], "group g", ["h2"]]

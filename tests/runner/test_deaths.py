@@ -5,19 +5,19 @@ from __future__ import annotations
 import pytest
 from ray import exceptions as ray_errors
 
-from distcheck.runner.records import FAIL, PASS, CaseRecord
-from distcheck.runner.worker_errors import (
+from distcheck.runner.deaths import (
     CANCELLED,
     CRASHED,
     MAX_NODE_LOSSES,
     NODE_LOST,
     OTHER,
     OUT_OF_MEMORY,
-    DeathPolicy,
+    Deaths,
     WorkerDeath,
     classify,
     crash_detail,
 )
+from distcheck.runner.records import FAIL, PASS, CaseRecord
 from distcheck.suites.base import CaseId
 
 OOM_MESSAGE = (
@@ -73,7 +73,7 @@ def test_crash_message_names_the_signal_or_exit_when_ray_gives_one():
 
 
 def test_node_losses_retry_up_to_the_limit():
-    policy, death = DeathPolicy(), WorkerDeath(NODE_LOST, "the node running it was lost (gone)")
+    policy, death = Deaths(), WorkerDeath(NODE_LOST, "the node running it was lost (gone)")
     for _ in range(MAX_NODE_LOSSES - 1):
         assert policy.node_lost(["a", "b"], death) == {}
     assert policy.node_lost(["b", "c"], death) == {
@@ -85,7 +85,7 @@ def test_node_losses_retry_up_to_the_limit():
 
 def test_a_crash_runs_once_more_then_says_whether_it_reproduced():
     crash = WorkerDeath(CRASHED, "the worker running this case crashed: boom")
-    policy = DeathPolicy()
+    policy = Deaths()
     assert policy.died("a", crash) is None  # run it again alone
     again = policy.died("a", crash)
     assert again == "the worker running this case crashed: boom; run again alone, it crashed again (reproduced)"
@@ -103,4 +103,4 @@ def test_a_crash_runs_once_more_then_says_whether_it_reproduced():
 
 @pytest.mark.parametrize("kind", [OUT_OF_MEMORY, CANCELLED, OTHER])
 def test_other_deaths_are_errors_at_once(kind):
-    assert DeathPolicy().died("a", WorkerDeath(kind, "why")) == "why"
+    assert Deaths().died("a", WorkerDeath(kind, "why")) == "why"

@@ -1,0 +1,123 @@
+"""A run: enumerate a suite's work, dispatch it (serially or on Ray), collect a record per case
+as it finishes, and hand the records to a listener (progress, reports).
+
+The driver enumerates *groups* (an op in a dtype) from the suite's metadata; the dispatcher has
+each group listed where its cases run (a worker) and reports the listing back (the
+:class:`Sink`). Cases the suite does not run (skipped, xfail) are recorded as they are
+enumerated or listed. A suite without groups (or a run limited to its first N cases) is
+enumerated case by case on the driver. Dispatch starts with the first group while later ones
+are still being enumerated.
+
+- **Resume.** Cases already recorded (by an interrupted run, read back from its run folder) are
+  not dispatched again; their records join the new ones, so that the result has every case once
+  (a resumed run is enumerated case by case on the driver, to leave the recorded ones out).
+- **Reruns** (``reruns`` N): a case that fails, errors or times out is held back and, after the
+  dispatch, runs again (see :mod:`.reruns`).
+- **Stop.** Setting the ``stop`` event ends the run early (dispatchers cancel what runs); a
+  signal handler may also raise :class:`Interrupted` into a case running in this thread. The
+  result is then marked incomplete.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+from distcheck.runner.artifacts import BlockStore
+from distcheck.runner.collector import Collector
+from distcheck.runner.gpus import check_gpus_per_runner, check_local
+from distcheck.runner.options import RunConfig, RunOptions
+from distcheck.runner.protocols import Dispatcher, Interrupted, Listener
+from distcheck.runner.records import CaseRecord
+from distcheck.runner.reruns import rerun
+from distcheck.runner.result import RunResult
+from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
+
+
+def select(suite: Suite, selection: Selection, max_cases: int | None = None) -> Iterator[CaseInfo]:
+    """The suite's selected cases (all listed in this process), the first ``max_cases`` of them
+    if given."""
+    cases = enumerate_cases(suite, selection) if is_grouped(suite) else suite.cases(selection)
+    return cases if max_cases is None else itertools.islice(cases, max_cases)
+
+
+def work(
+    suite: Suite, selection: Selection, max_cases: int | None = None, resumed: bool = False
+) -> Iterator[GroupInfo | CaseInfo]:
+    """What a run enumerates on the driver: the suite's groups and the cases decided without
+    running — or every case, for a suite without groups, the first ``max_cases`` cases, or a
+    resumed run."""
+    if max_cases is None and not resumed and is_grouped(suite):
+        return suite.groups(selection)
+    return select(suite, selection, max_cases)
+
+
+def make_dispatcher(suite: Suite, options: RunOptions) -> Dispatcher:
+    """The run's dispatcher. UsageError if the suite's device is not there: a GPU this machine
+    lacks (serial, at once), or the Ray cluster (when the dispatcher first counts its workers,
+    before any case runs), or an unknown policy."""
+    if options.serial:
+        from distcheck.runner.serial import SerialDispatcher
+
+        check_local(getattr(suite, "device", "cpu"))
+        return SerialDispatcher()
+    from distcheck.runner.dispatch import RayDispatcher
+
+    check_gpus_per_runner(options.gpus_per_runner)
+    return RayDispatcher(suite, options)
+
+
+def run_suite(
+    suite: Suite,
+    selection: Selection,
+    options: RunOptions | None = None,
+    listener: Listener | None = None,
+    *,
+    recorded: Iterable[CaseRecord] = (),
+    stop: threading.Event | None = None,
+    blocks: BlockStore | None = None,
+) -> RunResult:
+    """Run the selected cases of ``suite``; a record per case, in enumeration order.
+    ``recorded``: records of an interrupted run of the same cases (not run again); ``stop``:
+    set it (from another thread, a signal handler) to end the run early, incomplete;
+    ``blocks``: where the failure blocks of the cases go (None: dropped).
+
+    Raises :class:`~distcheck.suites.base.UsageError` (before running anything) for names
+    the suite does not know, or a selection of no case."""
+    options = options or RunOptions()
+    listener = listener or Listener()
+    recorded = list(recorded)
+    start = time.perf_counter()
+    items = work(suite, selection, options.max_cases, resumed=bool(recorded))
+    first = next(items, None)  # unknown names raise here, in this thread
+    if first is None:
+        raise UsageError("no case matches the selection")
+    dispatcher = make_dispatcher(suite, options)
+    if stop is not None:
+        dispatcher.stop = stop
+    config = RunConfig(options, suite, selection, dispatcher.workers, blocks=blocks)
+    result = RunResult(suite.name, suite.mode, dispatcher.name, config.workers)
+    result.device, result.placement = config.device, dispatcher.placement
+    listener.started(result)
+    collector = Collector(listener, recorded, hold=options.reruns > 0)
+    everything = itertools.chain([first], items)
+    # What is alive now (the suite's database, the libraries) stays alive during the run: out of
+    # the garbage collector's sight, full collections do not go over it again and again.
+    gc.freeze()
+    try:
+        dispatcher.run(config, collector.enumerate(everything), collector)
+        rerun(dispatcher, config, collector)
+    except Interrupted:
+        dispatcher.stop.set()
+    finally:
+        gc.unfreeze()
+    result.records = collector.result()
+    result.complete = collector.complete
+    result.seconds = time.perf_counter() - start
+    first_dispatch = dispatcher.first_dispatch
+    result.first_dispatch = None if first_dispatch is None else first_dispatch - start
+    listener.finished(result)
+    return result
