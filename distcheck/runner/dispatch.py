@@ -5,9 +5,7 @@ sample) into the work queue (an actor, :mod:`.work_queue`), from which one runne
 (:mod:`.worker`) takes its items. Then it reads what the runners and the split cases'
 coordinators send (:mod:`.messages`), each message handled in a method of its own; it stops
 the runners silent past the timeout and replaces lost ones (:mod:`.pool`), and starts split
-cases and forwards their chunks' results (:mod:`.split`). No item is handed out before the
-runners have begun: Ray starts a task several times faster on idle cores than on cores busy
-with the runners that began first, and a runner that has not begun does no work either way.
+cases and forwards their chunks' results (:mod:`.split`).
 """
 
 from __future__ import annotations
@@ -23,21 +21,9 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distcheck.executors.ray_executor import WARM_TIMEOUT, cluster_cpus, cluster_gpus, ensure_ray
-from distcheck.runner import hash_seed
+from distcheck.runner import hash_seed, messages
 from distcheck.runner.deaths import classify
 from distcheck.runner.gpus import is_cuda, placement, ray_runners
-from distcheck.runner.messages import (
-    Begun,
-    ChunkDone,
-    ChunkStarted,
-    Decided,
-    Finished,
-    Idle,
-    Listed,
-    Ready,
-    Started,
-    Unlisted,
-)
 from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.policy import load_policy
 from distcheck.runner.pool import Runners, group_error
@@ -116,16 +102,16 @@ class Dispatch:
         self.dispatcher, self.config, self.enumeration, self.queue = dispatcher, config, enumeration, queue
         self.runners, self.splits, self.sink = runners, splits, sink
         self.handlers = {
-            Ready: self.on_ready,
-            Started: self.on_started,
-            Listed: self.on_listed,
-            Unlisted: self.on_unlisted,
-            Finished: self.on_finished,
-            Idle: self.on_idle,
-            ChunkStarted: self.on_chunk_started,
-            ChunkDone: self.on_chunk_done,
-            Begun: self.on_begun,
-            Decided: self.on_decided,
+            messages.Ready: self.on_ready,
+            messages.Started: self.on_started,
+            messages.Listed: self.on_listed,
+            messages.Unlisted: self.on_unlisted,
+            messages.Finished: self.on_finished,
+            messages.Idle: self.on_idle,
+            messages.ChunkStarted: self.on_chunk_started,
+            messages.ChunkDone: self.on_chunk_done,
+            messages.Begun: self.on_begun,
+            messages.Decided: self.on_decided,
         }
 
     def loop(self) -> None:
@@ -148,9 +134,10 @@ class Dispatch:
             ray.kill(self.queue)
 
     def await_runners(self) -> None:
-        """Wait for the runners to begin while they keep beginning: at most :data:`READY_GAP`
-        seconds without a new one (a cluster shared with other jobs may not start them all), and
-        at most the warm-up's timeout."""
+        """No item before the runners have begun (Ray starts a task several times faster on idle
+        cores than on cores busy with runners that work; one not begun does no work either way),
+        while they keep beginning: at most :data:`READY_GAP` seconds without a new one (a cluster
+        shared with other jobs may not start them all), at most the warm-up's timeout."""
         start = last = time.monotonic()
         while not self.dispatcher.stop.is_set() and time.monotonic() - start < WARM_TIMEOUT:
             waiting = self.runners.unready()
@@ -191,9 +178,7 @@ class Dispatch:
             if not ready:
                 break
             ready, _ = ray.wait(ready, num_returns=len(ready), timeout=0)
-        if received:
-            # What the messages made (records, kept to the run's end) leaves the collector's
-            # sight: full collections would go over every record so far, again and again.
+        if received:  # what the messages made (records, kept to the end) leaves the collector's sight
             gc.freeze()
 
     def read(self, generator: ray.ObjectRefGenerator) -> None:
@@ -244,29 +229,29 @@ class Dispatch:
 
     # -- a runner's messages --------------------------------------------------------------
 
-    def on_ready(self, generator, message: Ready) -> None:
+    def on_ready(self, generator, message: messages.Ready) -> None:
         self.runners[generator].ready = True
 
-    def on_started(self, generator, message: Started) -> None:
+    def on_started(self, generator, message: messages.Started) -> None:
         if self.dispatcher.first_dispatch is None:
             self.dispatcher.first_dispatch = time.perf_counter()
         runner, item = self.runners[generator], message.item
         runner.item, runner.current, runner.started = item, 0, item.id
         runner.cases = None if item.group is not None else item.cases
 
-    def on_listed(self, generator, message: Listed) -> None:
+    def on_listed(self, generator, message: messages.Listed) -> None:
         runner = self.runners[generator]
         self.sink.listed(runner.item.group, message.listing)
         runner.cases = message.listing.take(message.head)
 
-    def on_unlisted(self, generator, message: Unlisted) -> None:
+    def on_unlisted(self, generator, message: messages.Unlisted) -> None:
         runner = self.runners[generator]
         self.sink.listed(runner.item.group, group_error(runner.item.group, message.message))
         runner.item = None
 
-    def on_finished(self, generator, message: Finished) -> None:
-        """Records made on the worker come as a batch, which goes on as it is (no object per
-        case); a case that crashed its worker before is settled apart."""
+    def on_finished(self, generator, message: messages.Finished) -> None:
+        """The batch goes on as it came (no object per case); a case that crashed a worker
+        before is settled apart (:meth:`~.deaths.Deaths.settle`)."""
         runner = self.runners[generator]
         for index, _ in message.splits:
             self.splits.add(runner.cases[index])
@@ -286,15 +271,15 @@ class Dispatch:
         if settled:
             self.sink.emit(RecordBatch(settled))
 
-    def on_idle(self, generator, message: Idle) -> None:
+    def on_idle(self, generator, message: messages.Idle) -> None:
         runner = self.runners[generator]
         runner.item = runner.chunk = None
 
-    def on_chunk_started(self, generator, message: ChunkStarted) -> None:
+    def on_chunk_started(self, generator, message: messages.ChunkStarted) -> None:
         runner = self.runners[generator]
         runner.item, runner.chunk = None, message.key  # a chunk's time is its split case's
 
-    def on_chunk_done(self, generator, message: ChunkDone) -> None:
+    def on_chunk_done(self, generator, message: messages.ChunkDone) -> None:
         """The chunk's result follows in ``generator``: its reference (not its value) goes to
         the split case's coordinator; the driver, its owner, keeps it alive."""
         runner = self.runners[generator]
@@ -307,9 +292,9 @@ class Dispatch:
 
     # -- a coordinator's messages ---------------------------------------------------------
 
-    def on_begun(self, generator, message: Begun) -> None:
+    def on_begun(self, generator, message: messages.Begun) -> None:
         self.splits.begun(generator)
 
-    def on_decided(self, generator, message: Decided) -> None:
+    def on_decided(self, generator, message: messages.Decided) -> None:
         self.config.store(message.blocks)
         self.sink.emit(RecordBatch([message.record]))
