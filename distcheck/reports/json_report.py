@@ -1,4 +1,6 @@
-"""The JSON report of a run: ``{"summary": {...}, "cases": [...]}``, one record per case.
+"""The JSON report of a run: ``{"summary": {...}, "cases": [...]}``, one record per case. The
+summary names when the run started and the versions it ran with (from its run folder's
+``RunStart`` line): the history store files a report under its night.
 
 An interrupted run's report has ``"complete": false``, what stopped it and the command that
 resumes it; its counts are those of the cases recorded so far."""
@@ -7,19 +9,24 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Mapping
 from typing import Any
 
 from distcheck.runner.records import RecordList
 from distcheck.runner.result import RunResult
 from distcheck.storage import location
 
+Start = Mapping[str, Any] | None  # the run folder's RunStart line
 
-def report(result: RunResult, command: list[str] | None = None, resume: list[str] | None = None) -> dict[str, Any]:
-    return {"summary": report_summary(result, command, resume), "cases": [r.to_json() for r in result.records]}
+
+def report(
+    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None, start: Start = None
+) -> dict[str, Any]:
+    return {"summary": report_summary(result, command, resume, start), "cases": [r.to_json() for r in result.records]}
 
 
 def report_summary(
-    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None
+    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None, start: Start = None
 ) -> dict[str, Any]:
     import distcheck
 
@@ -51,6 +58,9 @@ def report_summary(
         summary["first_dispatch"] = round(result.first_dispatch, 3)
     if command is not None:
         summary["command"] = command
+    for key in ("started", "versions"):
+        if start and key in start:
+            summary[key] = start[key]
     if result.interrupted is not None:
         summary["interrupted"] = result.interrupted
     if resume is not None and not result.complete:
@@ -58,10 +68,12 @@ def report_summary(
     return summary
 
 
-def text(result: RunResult, command: list[str] | None = None, resume: list[str] | None = None) -> str:
+def text(
+    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None, start: Start = None
+) -> str:
     """The report as JSON text: the summary indented, then a compact line per case (made once
     per record, with the C encoder: an indented dump of 45,000 cases is seconds of Python)."""
-    summary = json.dumps(report_summary(result, command, resume), indent=1).replace("\n", "\n ")
+    summary = json.dumps(report_summary(result, command, resume, start), indent=1).replace("\n", "\n ")
     # one join of the records' texts (their batches' columns on Ray: no record is made), each
     # without its "{": a string per record made for the join (an f-string each) costs the
     # driver several times as much (docs/benchmarks.md)
@@ -71,10 +83,14 @@ def text(result: RunResult, command: list[str] | None = None, resume: list[str] 
 
 
 def write(
-    result: RunResult, path: str | list[str], command: list[str] | None = None, resume: list[str] | None = None
+    result: RunResult,
+    path: str | list[str],
+    command: list[str] | None = None,
+    resume: list[str] | None = None,
+    start: Start = None,
 ) -> None:
     """Write the report to ``path`` (or to each of several paths, local or URLs: the text made
     once) whole: a reader, or a driver killed while writing, never sees half a report."""
-    report_text = text(result, command, resume)
+    report_text = text(result, command, resume, start)
     for one in [path] if isinstance(path, str) else path:
         location.write_text(one, report_text)

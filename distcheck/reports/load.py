@@ -99,13 +99,26 @@ def _record_lines(folder: str) -> LoadedRun:
     return LoadedRun(folder, info, _records(items.values(), folder))
 
 
+def run_start(folder: str) -> dict[str, Any]:
+    """The ``RunStart`` line of the run folder ``folder`` (when it started, the versions it ran
+    with): its records' first line; ``{}`` if it has none."""
+    first = next(segments.read_lines(folder), None) if segments.has_records(folder) else None
+    try:
+        line = json.loads(first.text) if first is not None else {}
+    except json.JSONDecodeError:
+        return {}
+    return line if isinstance(line, dict) and line.pop("$report_type", None) == "RunStart" else {}
+
+
 def load_run(path: str) -> LoadedRun:
-    """The run at ``path`` (a path or URL): a JSON report, or a run folder. Raises
-    :class:`LoadError`, or :class:`~distcheck.storage.location.StoreError` when a store fails."""
+    """The run at ``path`` (a path or URL): a JSON report, or a run folder (its report's summary
+    completed with its ``RunStart`` line). Raises :class:`LoadError`, or
+    :class:`~distcheck.storage.location.StoreError` when a store fails."""
     if location.is_folder(path):
         report = location.join(path, REPORT)
         if location.exists(report):
             run = _report(report)
+            run.info = {**run_start(path), **run.info}
         elif segments.has_records(path):
             run = _record_lines(path)
         else:
