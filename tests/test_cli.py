@@ -237,6 +237,6 @@ def test_help_lists_every_command(capsys):
     out = capsys.readouterr().out
     assert exit_.value.code == 0
     listed = out.split("{", 1)[1].split("}", 1)[0].split(",")
-    assert sorted(listed) == sorted(modules) == ["compare", "list", "report", "repro", "run"]
+    assert sorted(listed) == sorted(modules) == ["compare", "history", "list", "report", "repro", "run"]
     for command in listed:
         assert f"\n    {command} " in out  # with its help line

@@ -7,6 +7,7 @@
     distcheck compare last-night/ tonight/ --format markdown            # compare.py: what changed
     distcheck repro 'torch-opinfo::mm::complex128::sample0::grad' > repro.py   # repro.py: one case
     distcheck report tonight/ --html report.html --junit junit.xml      # report.py: reports of a past run
+    distcheck history history/ tonight/                                 # history.py: the nightly across nights
 
 Each command's module has ``add_parser(commands)``, which adds its subparser and registers the
 function that runs it with ``set_defaults(func=...)``: ``func(args, argv)`` returns the exit
@@ -23,13 +24,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from distcheck.cli import compare, report, repro, run
+from distcheck.cli import compare, history, report, repro, run
 from distcheck.cli import list as listing
 from distcheck.cli.arguments import USAGE_ERROR
 from distcheck.runner import hash_seed
 from distcheck.suites import UsageError
 
-COMMANDS = (run, listing, compare, repro, report)
+COMMANDS = (run, listing, compare, repro, report, history)
 
 
 def parser() -> argparse.ArgumentParser:
