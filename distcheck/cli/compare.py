@@ -24,6 +24,12 @@ def add_parser(commands) -> None:
         default="new",
         help="exit 1 when NEW has a new failure (new, default), any failing case (any), never (none)",
     )
+    compare.add_argument(
+        "--history",
+        metavar="STORE",
+        help="the history store (`distcheck history`): mark each failure of NEW as new, failing since NIGHT or "
+        "flaky (k of the last n nights), from the stored runs up to NEW's night and NEW itself",
+    )
     compare.set_defaults(func=execute)
 
 
@@ -31,6 +37,12 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import compare
     from distcheck.reports.load import load_run
 
-    comparison = compare.compare(load_run(args.old), load_run(args.new))
+    old, new = load_run(args.old), load_run(args.new)
+    marks = None
+    if args.history:
+        from distcheck.history.marks import run_history
+
+        marks = run_history(args.history, new, add=False).marks(new.records)
+    comparison = compare.compare(old, new, marks)
     print(compare.formatted(comparison, args.format))
     return comparison.exit_status(args.fail_on)

@@ -9,6 +9,7 @@ import os
 import sys
 
 from distcheck.cli.arguments import positive, selection, selection_arguments, suite, suite_options
+from distcheck.cli.history import check_store, of_run
 from distcheck.cli.report import check_junit_names, report_options, write_files
 from distcheck.suites import UsageError
 
@@ -20,6 +21,7 @@ RESUME_KEEPS = (
     "junit",
     "junit_names",
     "html",
+    "history",
     "durations",
     "strict_flaky",
     "disabled_tests",
@@ -117,6 +119,7 @@ def add_parser(commands) -> None:
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
+    from distcheck.reports.load import LoadedRun, run_start
     from distcheck.runner.artifacts import BlockStore
     from distcheck.runner.protocols import Listeners
     from distcheck.runner.run import run_suite
@@ -141,13 +144,17 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
         finally:
             plan.writer.close()
         result.interrupted = stopper.name
-        print(console.summary(result, args.strict_flaky, plan.folder))
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
+        start = run_start(str(plan.folder))
+        info = json_report.report_summary(result, plan.command, resume, start)
+        loaded = LoadedRun(str(plan.folder), info, result.records, str(plan.folder))
+        known = of_run(args, loaded)  # --history: the run added, its failures marked
+        print(console.summary(result, args.strict_flaky, plan.folder, known and known.marks(result.records)))
         reports = [str(plan.folder / REPORT), *([args.json] if args.json else [])]
-        json_report.write(result, reports, plan.command, resume)  # the text made once
+        json_report.write(result, reports, plan.command, resume, start)  # the text made once
         if args.json:
             print(f"JSON report: {args.json}")
-        _write_reports(args, plan.command, result, str(plan.folder))
+        _write_reports(args, loaded, known)
         _shutdown_ray()
     if stopper.signum is not None:
         resume_it = console.resume_command(plan.folder)
@@ -168,6 +175,7 @@ def _plan(args: argparse.Namespace, command: list[str]):
     for path, what in ((args.json, "JSON report"), (args.junit, "JUnit XML"), (args.html, "HTML report")):
         if path:
             check_writable(path, what)
+    check_store(args)
     if args.resume:
         return plan_resume(args.resume, args.serial, args.address, adapt=lambda s, made: _resumed(args, s, made))
     load_policy(args.policy)  # an unknown policy is an error before the run folder is made
@@ -215,14 +223,9 @@ def _given(args: argparse.Namespace) -> list[str]:
     return [name for name, value in vars(args).items() if value != defaults.get(name)]
 
 
-def _write_reports(args: argparse.Namespace, command: list[str], result, folder: str) -> None:
-    if not (args.junit or args.html):
-        return
-    from distcheck.reports import json_report
-    from distcheck.reports.load import LoadedRun
-
-    info = json_report.report(result, command)["summary"]
-    write_files(args, LoadedRun(folder, info, result.records, folder))
+def _write_reports(args: argparse.Namespace, run, known) -> None:
+    if args.junit or args.html:
+        write_files(args, run, known)
 
 
 def _shutdown_ray() -> None:

@@ -4,11 +4,14 @@ Groups, each with its case ids and the first line of their messages: new failure
 failing in OLD that fails, errors, times out or is flaky in NEW), fixed, still failing, newly
 flaky, added and removed cases, and cases that got much slower (over :data:`SLOWER_FACTOR` × and
 over :data:`SLOWER_SECONDS` s). Text for a terminal, markdown to paste into an issue, JSON for tools.
+With the history (``--history STORE``), each failing case of NEW says whether it is new, failing
+since a night, or flaky (``history``: the words of :mod:`distcheck.history.marks`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +46,13 @@ class Change:
     old_seconds: float | None
     new_seconds: float | None
     message: str  # first line of the newer message
+    history: str | None = None  # new, failing since NIGHT, flaky (k of the last n nights): with --history
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        found = dict(self.__dict__)
+        if found["history"] is None:
+            del found["history"]
+        return found
 
 
 @dataclass
@@ -67,15 +74,17 @@ def first_line(message: str) -> str:
     return next((line.strip() for line in message.splitlines() if line.strip()), "")
 
 
-def _change(old: CaseRecord | None, new: CaseRecord | None) -> Change:
+def _change(old: CaseRecord | None, new: CaseRecord | None, marks: Mapping[str, str]) -> Change:
     shown = new if new is not None and new.message else old
+    case = (new or old).id
     return Change(
-        (new or old).id,
+        case,
         None if old is None else old.verdict,
         None if new is None else new.verdict,
         None if old is None else round(old.seconds, 3),
         None if new is None else round(new.seconds, 3),
         first_line(shown.message) if shown is not None else "",
+        marks.get(case),
     )
 
 
@@ -101,22 +110,25 @@ def _group(old: CaseRecord | None, new: CaseRecord | None) -> list[str]:
     return groups
 
 
-def compare(old: LoadedRun, new: LoadedRun) -> Comparison:
-    """The changes from ``old`` to ``new``, case by case (matched by id)."""
+def compare(old: LoadedRun, new: LoadedRun, marks: Mapping[str, str] | None = None) -> Comparison:
+    """The changes from ``old`` to ``new``, case by case (matched by id); ``marks``: what the
+    history says of NEW's failing cases, by id."""
     before = {r.id: r for r in old.records}
     after = {r.id: r for r in new.records}
     result = Comparison(old.path, new.path, new_failing=sum(r.verdict in FAILING for r in new.records))
     for case in [*after, *(k for k in before if k not in after)]:
         previous, current = before.get(case), after.get(case)
         for group in _group(previous, current):
-            result.groups[group].append(_change(previous, current))
+            result.groups[group].append(_change(previous, current, marks or {}))
     return result
 
 
 def _verdicts(change: Change) -> str:
     if change.old is None or change.new is None:
-        return change.new or change.old or ""
-    return f"{change.old} → {change.new}"
+        shown = change.new or change.old or ""
+    else:
+        shown = f"{change.old} → {change.new}"
+    return f"{shown}; {change.history}" if change.history else shown
 
 
 def _times(change: Change) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from typing import TextIO
 
 from distcheck.reports import repro
@@ -106,13 +107,19 @@ def reproduce_command(record: CaseRecord, mode: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _flaky(flaky: list[CaseRecord], mode: str) -> list[str]:
+def _marked(record: CaseRecord, marks: Mapping[str, str]) -> str:
+    """What the history says of a failing case (new, failing since NIGHT, flaky), if known."""
+    mark = marks.get(record.id)
+    return f" [{mark}]" if mark else ""
+
+
+def _flaky(flaky: list[CaseRecord], mode: str, marks: Mapping[str, str]) -> list[str]:
     if not flaky:
         return []
     lines = ["", f"Flaky ({len(flaky)}): failed, then passed when run again"]
     for r in flaky[:SHOWN_FAILURES]:
         attempts = ", ".join(a["verdict"] for a in r.attempts or ())
-        lines.append(f"  FLAKY {r.id} (attempts: {attempts})")
+        lines.append(f"  FLAKY {r.id} (attempts: {attempts}){_marked(r, marks)}")
         lines.append(f"      rerun: {reproduce_command(r, mode)}")
     return lines
 
@@ -131,10 +138,14 @@ def resume_command(folder: str) -> str:
     return f"distcheck run --resume {shlex.quote(str(folder))}"
 
 
-def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = None) -> str:
+def summary(
+    result: RunResult, strict_flaky: bool = False, folder: str | None = None, marks: Mapping[str, str] | None = None
+) -> str:
     """The end-of-run report: verdicts per check kind, slowest cases, failures, flaky cases;
     for an interrupted run (recorded in ``folder``), how to resume it. With ``strict_flaky``
-    a flaky case fails the run."""
+    a flaky case fails the run. ``marks``: what the history says of the failing cases, by id
+    (``--history``: new, failing since NIGHT, flaky (k of the last n nights))."""
+    marks = marks or {}
     lines = [
         f"{result.suite} ({result.mode} mode) on {result.executor} with {result.workers} worker(s): "
         f"{len(result.records)} cases in {result.seconds:.1f} s",
@@ -162,7 +173,7 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
     if bad:
         lines += ["", f"Failures ({len(bad)}):"]
         for r in bad[:SHOWN_FAILURES]:
-            lines.append(f"  {r.verdict.upper()} {r.id} ({r.seconds:.2f} s)")
+            lines.append(f"  {r.verdict.upper()} {r.id} ({r.seconds:.2f} s){_marked(r, marks)}")
             message = r.message.strip().splitlines() or ["(no message)"]
             lines += [f"      {text}" for text in message[:MESSAGE_LINES]]
             if len(message) > MESSAGE_LINES:
@@ -173,7 +184,7 @@ def summary(result: RunResult, strict_flaky: bool = False, folder: str | None = 
         if len(bad) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
     flaky = result.flaky
-    lines += _flaky(flaky, result.mode)
+    lines += _flaky(flaky, result.mode, marks)
     if not result.complete:
         why = f"interrupted ({result.interrupted})" if result.interrupted else "stopped"
         lines += ["", f"INCOMPLETE: {why} with {len(result.records)} cases recorded"]

@@ -7,7 +7,8 @@ loads nothing from the network).
 - the slowest cases;
 - each failure (fail, error, timeout, flaky): its message, its reproducer command and, for a
   Jacobian mismatch whose blocks the run kept, heatmaps of the numerical and analytical blocks
-  and of |analytical − numerical| against the tolerance with the largest violation marked.
+  and of |analytical − numerical| against the tolerance with the largest violation marked;
+- with the history (``--history STORE``), its trends across nights (``reports/trends.py``).
 
 A large run stays usable: the table shows at most :data:`TABLE_ROWS` matching rows at a time;
 pictures are drawn for the first :data:`PICTURES_PER_GROUP` failures of each op × check kind ×
@@ -40,6 +41,7 @@ MAX_CARDS = 1000
 MESSAGE_LINES, MESSAGE_CHARS = 40, 4000  # of a failure's message on its card
 MESSAGE_COLUMN = 200  # characters of the first message line in the table
 SLOWEST = 10
+TRENDS_LINK = "<p><a href='#trends'>Trends across nights</a> (the history store's runs)</p>"
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -270,8 +272,8 @@ def _failures(out: TextIO, run: LoadedRun, mode: str) -> None:
         )
 
 
-def write(out: TextIO, run: LoadedRun) -> None:
-    """The report of ``run`` on ``out``."""
+def write(out: TextIO, run: LoadedRun, trends: str = "") -> None:
+    """The report of ``run`` on ``out``; ``trends``: the history's trends section, if any."""
     mode = str(run.info.get("mode") or "fast")
     title = f"distcheck: {run.info.get('suite', 'run')} ({mode} mode)"
     bad = sum(r.verdict in FAILING for r in run.records)
@@ -279,6 +281,7 @@ def write(out: TextIO, run: LoadedRun) -> None:
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
         f"<style>{STYLE}</style></head><body><div id='banner'></div><h1>{_e(title)}</h1>"
         f"<p>{len(run.records)} cases, {bad} failing. Made by distcheck on Python {_e(platform.python_version())}.</p>"
+        f"{TRENDS_LINK if trends else ''}"
         f"{_summary(run)}<h2>Slowest cases</h2>{_slowest(run.records)}"
         f"<h2>Cases</h2>{_filters(run.records)}<p id='case-count' class='note'></p>"
         "<table><thead><tr><th>case</th><th>verdict</th><th>seconds</th><th>message (first line)</th>"
@@ -289,14 +292,16 @@ def write(out: TextIO, run: LoadedRun) -> None:
         "<p id='failure-count' class='note'></p>\n"
     )
     _failures(out, run, mode)
+    out.write(trends)
     out.write(
         f'<script type="application/json" id="case-data">{_case_data(run.records, mode)}</script>'
         f"<script>const TABLE_ROWS = {TABLE_ROWS};{SCRIPT}</script></body></html>\n"
     )
 
 
-def write_file(path: str, run: LoadedRun) -> None:
-    """The report of ``run`` at ``path`` (local or a URL), written whole."""
+def write_file(path: str, run: LoadedRun, trends: str = "") -> None:
+    """The report of ``run`` at ``path`` (local or a URL), written whole; ``trends``: the
+    history's trends section, if any."""
     out = io.StringIO()
-    write(out, run)
+    write(out, run, trends)
     location.write_text(path, out.getvalue())

@@ -108,7 +108,8 @@ def test_slower_is_every_case_a_full_median_would_find():
 
 
 def test_the_versions_that_changed_between_the_last_pass_and_the_first_failure():
-    versions = {n: {**VERSIONS, "torch": "2.12.0" if n < 3 else "2.13.0", "engines": {"tensorplay": "1.0.0"}} for n in range(6)}
+    engines = {"tensorplay": "1.0.0"}
+    versions = {n: {**VERSIONS, "torch": "2.12.0" if n < 3 else "2.13.0", "engines": engines} for n in range(6)}
     versions[4]["python"] = "3.12.4"  # after the streak began: not between
     h, c = history({"broke": "PPPFFF", "steady": "PPPPPP"}, versions=versions)
     assert h.version_changes(c["broke"]) == {"torch": ["2.12.0", "2.13.0"]}
