@@ -81,30 +81,62 @@ def _median(seconds: np.ndarray, ran: np.ndarray) -> np.ndarray:
     return median
 
 
+def _varied(verdicts: np.ndarray, window: int) -> dict[str, np.ndarray]:
+    """The columns of cases whose verdict changed (or that did not run every night), read night by night."""
+    nights = verdicts.shape[0]
+    kind = _CLASS[verdicts]
+    streak_start = _first_after(kind == FAILED, _last((kind == PASSED) | (kind == FLAKY)))
+    ran, unstable = kind != NONE, _unstable(kind)
+    recent = slice(max(0, nights - window), nights)
+    return {
+        "streak_start": streak_start,
+        "last_passing": _last(kind == PASSED),
+        "runs": ran.sum(axis=0),
+        "unstable": unstable.sum(axis=0),
+        "window_runs": ran[recent].sum(axis=0),
+        "window_unstable": unstable[recent].sum(axis=0),
+    }
+
+
+def _steady(codes: np.ndarray, nights: int, window: int) -> dict[str, np.ndarray]:
+    """The columns of cases with one verdict (``codes``) every night: no night to read."""
+    kind = _CLASS[codes]
+    every, recent = np.full(len(codes), nights), np.full(len(codes), min(window, nights))
+    return {
+        "streak_start": np.where(kind == FAILED, 0, -1),
+        "last_passing": np.where(kind == PASSED, nights - 1, -1),
+        "runs": np.where(kind != NONE, every, 0),
+        "unstable": np.where(kind == FLAKY, every, 0),
+        "window_runs": np.where(kind != NONE, recent, 0),
+        "window_unstable": np.where(kind == FLAKY, recent, 0),
+    }
+
+
 class History:
-    """The cases of a table and what their nights say (arrays, one entry per case)."""
+    """The cases of a table and what their nights say (arrays, one entry per case). Most cases
+    have the same verdict every night: only the others' nights are read one by one."""
 
     def __init__(self, table: Table, thresholds: Thresholds = Thresholds()):
         self.table, self.thresholds = table, thresholds
         verdicts = table.verdicts
         nights, cases = verdicts.shape
         columns = np.arange(cases)
-        kind = _CLASS[verdicts]
         self.latest = verdicts[table.current, columns] if nights else np.zeros(cases, dtype=np.uint8)
-        failing_now = _CLASS[self.latest] == FAILED
-        streak_start = _first_after(kind == FAILED, _last((kind == PASSED) | (kind == FLAKY)))
-        self.first_failing = np.where(failing_now, streak_start, -1)
-        self.last_passing = _last(kind == PASSED)
-        ran = kind != NONE
-        unstable = _unstable(kind)
-        self.runs = ran.sum(axis=0)
-        self.unstable = unstable.sum(axis=0)
-        window = slice(max(0, nights - thresholds.window), nights)
-        self.window_runs, self.window_unstable = ran[window].sum(axis=0), unstable[window].sum(axis=0)
+        found = {name: np.zeros(cases, dtype=np.int64) for name in _steady(self.latest[:0], 0, 0)}
+        if nights:
+            varied = verdicts.min(axis=0) != verdicts.max(axis=0)
+            for name, values in _varied(verdicts[:, varied], thresholds.window).items():
+                found[name][varied] = values
+            for name, values in _steady(verdicts[0, ~varied], nights, thresholds.window).items():
+                found[name][~varied] = values
+        self.first_failing = np.where(_CLASS[self.latest] == FAILED, found["streak_start"], -1)
+        self.last_passing = found["last_passing"]
+        self.runs, self.unstable = found["runs"], found["unstable"]
+        self.window_runs, self.window_unstable = found["window_runs"], found["window_unstable"]
         self.last_seconds = np.where(
             _CLASS[self.latest] != NONE, table.seconds[table.current, columns] if nights else np.nan, np.nan
         )
-        self._ran, self._medians = ran, {}
+        self._medians: dict[int, float] = {}
         self.slower = self._slower()
 
     @property
@@ -133,7 +165,8 @@ class History:
         wanted = np.asarray(columns, dtype=np.int64).tolist()
         todo = sorted({c for c in wanted if c not in self._medians})
         if todo:
-            self._medians.update(zip(todo, _median(self.table.seconds[:, todo], self._ran[:, todo]).tolist()))
+            ran = _CLASS[self.table.verdicts[:, todo]] != NONE
+            self._medians.update(zip(todo, _median(self.table.seconds[:, todo], ran).tolist()))
         return np.array([self._medians[c] for c in wanted], dtype=float)
 
     def slowdown(self, case: int) -> float:
@@ -144,11 +177,12 @@ class History:
     def _slower(self) -> np.ndarray:
         """Which cases are slower. Their medians are computed only for the cases that can be:
         those with at least half of their nights under the time that would make them slower
-        (a median is no higher than its lower middle value)."""
+        (a median is no higher than its lower middle value; nights a case did not run count as
+        under: they make more cases to look at, never fewer)."""
         t = self.thresholds
         with np.errstate(invalid="ignore"):
             bound = np.minimum(self.last_seconds / t.slower, self.last_seconds - t.slower_seconds)
-            under = ((self.table.seconds < bound) & self._ran).sum(axis=0)
+            under = (self.table.seconds < bound.astype(np.float32)).sum(axis=0)
         candidates = np.flatnonzero(~np.isnan(bound) & (self.runs > 0) & (under >= (self.runs + 1) // 2))
         slower = np.zeros(len(self.ids), dtype=bool)
         if candidates.size:

@@ -141,8 +141,10 @@ def text(history: History, columns: np.ndarray, url: str) -> str:
         if not cases:
             continue
         lines += ["", f"{group} ({len(cases)}):"]
+        width = max(len(history.ids[case]) for case in cases[:SHOWN])
         for case in cases[:SHOWN]:
-            lines.append(f"  {history.ids[case]}  {sparkline(history, case)}  {describe(history, group, case)}")
+            shown = f"{history.ids[case]:{width}}  {sparkline(history, case)}"
+            lines.append(f"  {shown}  {describe(history, group, case)}")
             change = history.version_changes(case) if group == "Failing" else {}
             if change:
                 lines.append(f"      changed since it passed: {_versions(change)}")

@@ -74,15 +74,15 @@ def _chosen(headers: Sequence[RunHeader], scope: Scope) -> tuple[str | None, lis
         and (scope.suites is None or set(h.suites) & set(scope.suites))
         and (scope.until is None or h.night <= scope.until)
     ]
-    latest: dict[tuple[str, tuple[str, ...]], RunHeader] = {}
+    latest: dict[str, dict[tuple[str, ...], RunHeader]] = {}  # night -> suites -> its latest run
     for h in sorted(wanted, key=lambda h: (h.started, h.key)):
-        latest[(h.night, h.suites)] = h
-    kept = {h.key for h in latest.values()}
+        latest.setdefault(h.night, {})[h.suites] = h
+    kept = {h.key for runs in latest.values() for h in runs.values()}
     superseded = [h for h in wanted if h.key not in kept]
-    nights = sorted({night for night, _ in latest})
+    nights = sorted(latest)
     if scope.nights is not None:
         nights = nights[len(nights) - scope.nights :] if scope.nights else []
-    by_night = [sorted((h for (n, _), h in latest.items() if n == night), key=lambda h: h.suites) for night in nights]
+    by_night = [[latest[night][suites] for suites in sorted(latest[night])] for night in nights]
     return mode, by_night, superseded
 
 
