@@ -3,7 +3,10 @@
 # in fast mode (as PyTorch's CI runs it) and in slow mode (full Jacobians, as its periodic
 # slow-gradcheck job), plus the tensorplay-opinfo suite, each with a JSON report, JUnit XML and an
 # HTML report; each run is then compared with the previous night's (`distcheck compare`: new
-# failures, fixed, still failing, much slower...), printed and kept as markdown. Run it on a node
+# failures, fixed, still failing, much slower...), printed and kept as markdown. Each finished run is
+# added to the history store (HISTORY): its summary and the comparison mark each failure new,
+# failing since NIGHT or flaky, the HTML report has a trends section, and the suite's history is
+# kept as markdown (distcheck history; docs/history.md). Run it on a node
 # of the cluster (or anywhere that can join it), or submit it as a Ray job; exit status 1 if any
 # run had a failing, erroring or timed-out case.
 #
@@ -21,8 +24,8 @@
 # reports/nightly-* folder), PYTHON (default: this repo's .venv python, else python), TIMEOUT
 # (seconds per case, default 1800), SUITES (SUITE:MODE or SUITE:MODE:DEVICE entries, default
 # "torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast"; a device such as cuda runs that
-# suite on the cluster's GPUs). The previous night's report of each suite (in PREVIOUS) orders the
-# work longest first (--durations).
+# suite on the cluster's GPUs), HISTORY (the history store, a path or URL; default reports/history).
+# The previous night's report of each suite (in PREVIOUS) orders the work longest first (--durations).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,6 +38,7 @@ if [[ -z "${PYTHON:-}" ]]; then
 fi
 TIMEOUT="${TIMEOUT:-1800}"
 SUITES="${SUITES:-torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast}"
+HISTORY="${HISTORY:-$REPO/reports/history}"
 
 # OUT and PREVIOUS may be URLs of an object store: files are looked for and written by distcheck.
 store() { "$PYTHON" -c "import sys; from distcheck.storage import location, segments; $1" "${@:2}"; }
@@ -63,7 +67,7 @@ for entry in $SUITES; do
   folder="$OUT/$name"
   last=""
   [[ -n "$PREVIOUS" ]] && exists "$PREVIOUS/$name.json" && last="$PREVIOUS/$name.json"
-  reports=(--json "$report" --junit "$OUT/$name.junit.xml" --html "$OUT/$name.html")
+  reports=(--json "$report" --junit "$OUT/$name.junit.xml" --html "$OUT/$name.html" --history "$HISTORY")
   if finished "$folder"; then
     echo "== $suite ($mode): done already ($report)"
     continue
@@ -82,12 +86,14 @@ for entry in $SUITES; do
   fi
   if [[ -n "$last" ]] && exists "$report"; then
     echo "== $suite ($mode) compared with $PREVIOUS"
-    "$PYTHON" -m distcheck compare "$last" "$report" --fail-on none
-    "$PYTHON" -m distcheck compare "$last" "$report" --fail-on none --format markdown \
+    "$PYTHON" -m distcheck compare "$last" "$report" --fail-on none --history "$HISTORY"
+    "$PYTHON" -m distcheck compare "$last" "$report" --fail-on none --history "$HISTORY" --format markdown \
       | write_stdin "$OUT/$name.compare.md"
   else
     echo "== $suite ($mode): no previous night's report to compare with"
   fi
+  "$PYTHON" -m distcheck history "$HISTORY" --suite "$suite" --mode "$mode" --format markdown \
+    | write_stdin "$OUT/$name.history.md"
 done
 echo "reports in $OUT"
 exit $status
