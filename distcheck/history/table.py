@@ -103,10 +103,12 @@ def _placement(ids: list[str], scope: Scope, columns: dict[str, int]) -> Placeme
 
 def build(store: HistoryStore | None, scope: Scope, extra: Sequence[NightRun] = ()) -> Table:
     """The table of ``scope`` over the runs in ``store`` and ``extra`` (runs not stored: a run
-    being compared; one already stored is read once). Runs are read one after the other into
-    the table, which is laid out first from their case-id lists."""
+    being compared, which makes its night for its suites, whatever else ran that night; one
+    already stored is read once). Runs are read one after the other into the table, which is
+    laid out first from their case-id lists."""
     given = {run.header.key: run for run in extra}
-    stored = [h for h in (store.headers() if store is not None else []) if h.key not in given]
+    taken = {(run.header.night, run.header.suites) for run in extra}
+    stored = [h for h in (store.headers() if store is not None else []) if (h.night, h.suites) not in taken]
     mode, by_night, superseded = _chosen([*stored, *(r.header for r in extra)], scope)
     headers = [h for night in by_night for h in night]
     columns: dict[str, int] = {}

@@ -110,3 +110,12 @@ def test_the_trends_page_alone_in_a_real_browser(tmp_path, capsys):
     dom, log = _browse(tmp_path, f"file://{page}")
     assert "CONSOLE" not in log and "Uncaught" not in log, log
     assert "Trends: 6 night(s)" in dom and "Flakiest" in dom and "Most slowed" in dom
+
+
+def test_the_run_compared_makes_its_night_even_if_a_later_run_is_stored(tmp_path, capsys):
+    folders = _nights(tmp_path)
+    later = run_folder(tmp_path / "later", 5, {op: "pass" for op in PATTERNS}, hour=9)  # the same night, fixed
+    store = _stored(tmp_path, capsys, [*folders[:5], later])
+    assert main(["compare", folders[4], folders[5], "--history", store, "--format", "json"]) == 1
+    marks = {c["id"]: c.get("history") for g in json.loads(capsys.readouterr().out)["groups"].values() for c in g}
+    assert marks[_id("since")] == f"failing since {night(3)}" and marks[_id("new")] == "new"
