@@ -110,9 +110,10 @@ def _finished(run: LoadedRun) -> None:
     if info.get("complete") is True:
         return
     why = f"interrupted ({info['interrupted']})" if info.get("interrupted") else "not finished"
+    where = run.folder or run.path
     raise UsageError(
-        f"{run.path} is a run that is {why}: only finished runs go into the history "
-        f"(finish it with: distcheck run --resume {run.folder or run.path})"
+        f"{where} is a run that is {why}: only finished runs go into the history "
+        f"(finish it with: distcheck run --resume {where})"
     )
 
 

@@ -51,8 +51,8 @@ def test_nights_not_run_or_skipped_do_not_break_a_streak_a_flaky_night_does():
 def test_the_flaky_rate_counts_flaky_and_flipped_nights():
     h, c = history({"flips": "PFPFPF", "broke": "PPPFFF", "flaky": "PP~PPP", "steady": "PPPPPP", "mixed": "P~FPsP"})
     rates = {op: h.case(k)["flaky_rate"] for op, k in c.items()}
-    assert rates == {"flips": round(5 / 6, 4), "broke": round(1 / 6, 4), "flaky": round(1 / 6, 4), "steady": 0.0,
-                     "mixed": round(3 / 5, 4)}  # fmt: skip
+    expected = {"flips": 5 / 6, "broke": 1 / 6, "flaky": 1 / 6, "steady": 0.0, "mixed": 3 / 5}
+    assert rates == {op: round(rate, 4) for op, rate in expected.items()}
     assert h.flaky[c["flips"]] and h.flaky[c["mixed"]]
     assert not h.flaky[c["broke"]] and not h.flaky[c["flaky"]]  # once is not flaky
 

@@ -119,3 +119,12 @@ def test_the_run_compared_makes_its_night_even_if_a_later_run_is_stored(tmp_path
     assert main(["compare", folders[4], folders[5], "--history", store, "--format", "json"]) == 1
     marks = {c["id"]: c.get("history") for g in json.loads(capsys.readouterr().out)["groups"].values() for c in g}
     assert marks[_id("since")] == f"failing since {night(3)}" and marks[_id("new")] == "new"
+
+
+def test_a_run_with_a_bad_store_stops_before_it_starts(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "run"
+    run = ["run", "--suite", "tests.history.series_suite:suite", "--serial", "--out", str(out)]
+    code = main([*run, "--history", str(tmp_path / "file")])
+    assert code == 2 and not out.exists()
+    assert "is a file, not a history store (a folder)" in capsys.readouterr().err
