@@ -121,11 +121,11 @@ def history_option(parser: argparse.ArgumentParser) -> None:
 def check_store(args: argparse.Namespace) -> None:
     """Before a run: ``--history STORE`` is a store, or nothing yet (a run starts one)."""
     if getattr(args, "history", None):
-        from distcheck.history.store import HistoryStore, NoStore
+        from distcheck.history.store import HistoryStore, NoHistoryStore
 
         try:
             HistoryStore(args.history)
-        except NoStore:
+        except NoHistoryStore:
             pass
 
 

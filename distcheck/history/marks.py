@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from distcheck.history.cases import History, Thresholds
 from distcheck.history.night_run import NightRun, from_loaded
-from distcheck.history.store import HistoryStore, NoStore
+from distcheck.history.store import HistoryStore, NoHistoryStore
 from distcheck.history.table import Scope, build
 from distcheck.kinds import BAD_VERDICTS, Verdict
 from distcheck.reports.load import LoadedRun
@@ -44,7 +44,7 @@ def run_history(url: str, run: LoadedRun, add: bool, thresholds: Thresholds = DE
     finished = run.info.get("complete") is True
     try:
         store = HistoryStore(url, create=add and finished)
-    except NoStore:
+    except NoHistoryStore:
         if not add:
             raise
         store = None  # an unfinished first run: its history is itself

@@ -1,5 +1,6 @@
-"""The history store: a folder of immutable objects, on a local disk or under any fsspec URL
-(``s3://bucket/nightly-history``), with no server and no locking.
+"""The history store: a folder of immutable objects, on a local disk or in an object store
+(``s3://bucket/nightly-history``: any URL :mod:`distcheck.storage` reads and writes), with no
+server and no locking.
 
     STORE/distcheck-history.json     what the folder is: {"format": "distcheck-history", "version": 1}
     STORE/runs/<started>-<key>.run   one per run added: its header and columns (verdict codes, seconds)
@@ -16,7 +17,8 @@ by the next add. A run already stored (by key) is not written again: adding is i
 A run object is a line naming the format, a line of JSON (the run's header), then its verdict
 codes (one byte a case, zlib-compressed: mostly passes, they compress a hundredfold) and its
 seconds (float32, little-endian, as they are: times do not compress, and a query reads them
-without decompressing).
+without decompressing). A query fetches its run objects several at a time (an object store
+answers each request in tens of milliseconds: a year is 365 of them).
 """
 
 from __future__ import annotations
@@ -24,104 +26,79 @@ from __future__ import annotations
 import datetime
 import gzip
 import json
-import posixpath
-import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
-import fsspec
 import numpy as np
-from fsspec.implementations.local import LocalFileSystem
 
 from distcheck.history.night_run import VERDICT_NAMES, NightRun, RunHeader, code_table
-from distcheck.suites.base import UsageError
+from distcheck.storage import location
+from distcheck.storage.location import StoreError
 
 MARKER, INDEX, RUNS, IDS = "distcheck-history.json", "index.json", "runs", "ids"
 FORMAT = {"format": "distcheck-history", "version": 1}
-READ_AT_ONCE = 32  # run objects fetched together (concurrently on object stores)
+READ_AT_ONCE = 32  # run objects fetched at once
 RUN_SUFFIX, RUN_MAGIC = ".run", b"distcheck-history-run 1\n"
 
 
-class StoreError(UsageError):
-    """A store that cannot be used (not a store, an unreadable object): one line, exit status 2."""
+class HistoryStoreError(StoreError):
+    """A history store that cannot be used (not one, another format's, a damaged object): one
+    line, exit status 2."""
 
 
-class NoStore(StoreError):
+class NoHistoryStore(HistoryStoreError):
     """Nothing at the store's URL yet."""
 
 
 class HistoryStore:
-    """The store at ``url`` (a path or an fsspec URL). ``create``: start a store there if there
-    is none (adding runs); else a missing store is an error."""
+    """The store at ``url`` (a path or a URL). ``create``: start a store there if there is none
+    (adding runs); else a missing store is an error. A store that fails (no such bucket, no
+    credentials) is a :class:`~distcheck.storage.location.StoreError`."""
 
     def __init__(self, url: str, create: bool = False):
         self.url = url
-        try:
-            self.fs, self.root = fsspec.core.url_to_fs(url)
-        except (ImportError, ValueError) as e:
-            raise StoreError(f"cannot open the history store {url}: {e}") from None
         self._ids: dict[str, list[str]] = {}
         self._open(create)
 
     def _path(self, *parts: str) -> str:
-        return posixpath.join(self.root, *parts)
+        return location.join(self.url, *parts)
 
     def _open(self, create: bool) -> None:
         marker = self._path(MARKER)
-        if self.fs.isfile(marker):
+        if location.exists(marker):
             try:
-                found = json.loads(self.fs.cat_file(marker))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                found = json.loads(location.read_text(marker))
+            except json.JSONDecodeError:
                 found = None
             if not isinstance(found, dict) or found.get("format") != FORMAT["format"]:
-                raise StoreError(f"{self.url} is not a distcheck history store ({MARKER} is not one)")
+                raise HistoryStoreError(f"{self.url} is not a distcheck history store ({MARKER} is not one)")
             if found.get("version") != FORMAT["version"]:
-                raise StoreError(
+                raise HistoryStoreError(
                     f"{self.url} is a history store of format version {found.get('version')}, "
                     f"this distcheck reads version {FORMAT['version']}"
                 )
             return
-        if self.fs.isfile(self.root):
-            raise StoreError(f"{self.url} is a file, not a history store (a folder)")
-        if self.fs.isdir(self.root) and self.fs.ls(self.root, detail=False):
-            raise StoreError(f"{self.url} is a folder of other things, not a history store (no {MARKER})")
+        if location.is_folder(self.url):
+            if location.names(self.url):
+                raise HistoryStoreError(f"{self.url} is a folder of other things, not a history store (no {MARKER})")
+        elif location.exists(self.url):
+            raise HistoryStoreError(f"{self.url} is a file, not a history store (a folder)")
         if not create:
-            raise NoStore(f"no history store at {self.url}: give runs to add to start one")
-        self._put(marker, json.dumps(FORMAT).encode())
-
-    def _put(self, path: str, data: bytes) -> None:
-        """Write an object whole: an object store's upload is; a local file is written aside,
-        in its folder, and renamed into place."""
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        if not isinstance(self.fs, LocalFileSystem):
-            self.fs.pipe_file(path, data)
-            return
-        aside = f"{path}.{uuid.uuid4().hex}.tmp"
-        self.fs.pipe_file(aside, data)
-        self.fs.mv(aside, path)
-
-    def _read(self, path: str) -> bytes:
-        try:
-            return self.fs.cat_file(path)
-        except OSError as e:
-            raise StoreError(f"history store {self.url}: cannot read {path}: {e}") from None
+            raise NoHistoryStore(f"no history store at {self.url}: give runs to add to start one")
+        location.write_text(marker, json.dumps(FORMAT))
 
     def _names(self) -> list[str]:
         """The run objects' names, from the listing."""
-        try:
-            listed = self.fs.ls(self._path(RUNS), detail=False)
-        except FileNotFoundError:
-            return []
-        return sorted(posixpath.basename(p) for p in listed if p.endswith(RUN_SUFFIX))
+        return [name for name in location.names(self._path(RUNS)) if name.endswith(RUN_SUFFIX)]
 
     def _index(self) -> dict[str, dict]:
         path = self._path(INDEX)
-        if not self.fs.isfile(path):
+        if not location.exists(path):
             return {}
         try:
-            index = json.loads(self._read(path))
-            return dict(index["runs"])
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+            return dict(json.loads(location.read_text(path))["runs"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             return {}  # a cache: rebuilt from the run objects
 
     def headers(self) -> list[RunHeader]:
@@ -148,24 +125,22 @@ class HistoryStore:
             if name in names:
                 continue
             ids_path = self._path(IDS, f"{run.header.ids}.txt.gz")
-            if not self.fs.isfile(ids_path):
-                self._put(ids_path, gzip.compress("\n".join(run.ids).encode(), mtime=0))
-            self._put(self._path(RUNS, name), _encode(run))
+            if not location.exists(ids_path):
+                location.write_bytes(ids_path, gzip.compress("\n".join(run.ids).encode(), mtime=0))
+            location.write_bytes(self._path(RUNS, name), _encode(run))
             names.add(name)
-        if any(new) or not self.fs.isfile(self._path(INDEX)):
+        if any(new) or not location.exists(self._path(INDEX)):
             index = {self.object_name(h): h.to_json() for h in self.headers()}
-            self._put(self._path(INDEX), json.dumps({"version": FORMAT["version"], "runs": index}).encode())
+            location.write_text(self._path(INDEX), json.dumps({"version": FORMAT["version"], "runs": index}))
         return new
 
     def _objects(self, names: Sequence[str]) -> Iterator[tuple[RunHeader, dict[str, np.ndarray]]]:
-        for start in range(0, len(names), READ_AT_ONCE):
-            part = [self._path(RUNS, n) for n in names[start : start + READ_AT_ONCE]]
-            try:
-                found = self.fs.cat(part, on_error="raise")
-            except OSError as e:
-                raise StoreError(f"history store {self.url}: cannot read its runs: {e}") from None
-            for path in part:
-                yield _decode(path, found[path])
+        """The run objects of ``names``, decoded, in that order: fetched :data:`READ_AT_ONCE` at a time."""
+        with ThreadPoolExecutor(READ_AT_ONCE) as fetch:
+            for start in range(0, len(names), READ_AT_ONCE):
+                paths = [self._path(RUNS, n) for n in names[start : start + READ_AT_ONCE]]
+                for path, data in zip(paths, list(fetch.map(location.read_bytes, paths))):
+                    yield _decode(path, data)
 
     def load(self, headers: Sequence[RunHeader]) -> Iterator[NightRun]:
         """The stored runs of ``headers``, in that order."""
@@ -175,8 +150,11 @@ class HistoryStore:
 
     def ids(self, digest: str) -> list[str]:
         if digest not in self._ids:
-            data = self._read(self._path(IDS, f"{digest}.txt.gz"))
-            text = gzip.decompress(data).decode()
+            path = self._path(IDS, f"{digest}.txt.gz")
+            try:
+                text = gzip.decompress(location.read_bytes(path)).decode()
+            except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+                raise HistoryStoreError(f"{path} is not a list of case ids ({type(e).__name__}: {e})") from None
             self._ids[digest] = text.split("\n") if text else []
         return self._ids[digest]
 
@@ -192,7 +170,7 @@ def _encode(run: NightRun) -> bytes:
 def _decode(path: str, data: bytes) -> tuple[RunHeader, dict[str, np.ndarray]]:
     """A run object's header and columns (its verdicts in this version's codes)."""
     if not data.startswith(RUN_MAGIC):
-        raise StoreError(f"{path} is not a history run object (it does not start with {RUN_MAGIC!r})")
+        raise HistoryStoreError(f"{path} is not a history run object (it does not start with {RUN_MAGIC!r})")
     try:
         end = data.index(b"\n", len(RUN_MAGIC))
         fields = json.loads(data[len(RUN_MAGIC) : end])
@@ -203,7 +181,7 @@ def _decode(path: str, data: bytes) -> tuple[RunHeader, dict[str, np.ndarray]]:
             codes = code_table(header.verdicts)[codes]
         columns = {"verdicts": codes, "seconds": np.frombuffer(data, "<f4", offset=split)}
     except (ValueError, KeyError, TypeError, zlib.error) as e:
-        raise StoreError(f"{path} is not a history run object ({type(e).__name__}: {e})") from None
+        raise HistoryStoreError(f"{path} is not a history run object ({type(e).__name__}: {e})") from None
     if not len(columns["verdicts"]) == len(columns["seconds"]) == header.cases:
-        raise StoreError(f"{path} is not a history run object (its columns have other lengths than its cases)")
+        raise HistoryStoreError(f"{path} is not a history run object (its columns have other lengths than its cases)")
     return header, columns

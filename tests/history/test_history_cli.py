@@ -138,7 +138,7 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path, nights, capsys):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x").write_text("x")
     store = str(tmp_path / "history")
-    assert "is a folder without report.json or records.jsonl: not a run folder" in _one_line_error(
+    assert "is a folder without report.json, records.jsonl or records/: not a run folder" in _one_line_error(
         capsys, store, str(tmp_path / "not-a-run")
     )
     assert "not a distcheck report" in _one_line_error(capsys, store, str(tmp_path / "junk.json"))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from distcheck.history.night_run import from_loaded, night_of
-from distcheck.history.store import INDEX, MARKER, HistoryStore, NoStore, StoreError
+from distcheck.history.store import INDEX, MARKER, HistoryStore, HistoryStoreError, NoHistoryStore
 from distcheck.history.table import Scope, build
 from distcheck.reports.load import load_run
 from distcheck.suites.base import UsageError
@@ -92,23 +92,23 @@ def test_the_index_is_a_cache_of_the_listing(tmp_path):
 
 
 def test_what_is_not_a_store_is_one_clear_error(tmp_path):
-    with pytest.raises(NoStore, match="no history store at"):
+    with pytest.raises(NoHistoryStore, match="no history store at"):
         HistoryStore(str(tmp_path / "nothing"))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("hello")
-    with pytest.raises(StoreError, match="a folder of other things, not a history store"):
+    with pytest.raises(HistoryStoreError, match="a folder of other things, not a history store"):
         HistoryStore(str(tmp_path / "other"), create=True)
     (tmp_path / "file").write_text("x")
-    with pytest.raises(StoreError, match="is a file, not a history store"):
+    with pytest.raises(HistoryStoreError, match="is a file, not a history store"):
         HistoryStore(str(tmp_path / "file"), create=True)
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / MARKER).write_text("{not json")
-    with pytest.raises(StoreError, match="is not a distcheck history store"):
+    with pytest.raises(HistoryStoreError, match="is not a distcheck history store"):
         HistoryStore(str(tmp_path / "bad"))
     (tmp_path / "bad" / MARKER).write_text(json.dumps({"format": "distcheck-history", "version": 99}))
-    with pytest.raises(StoreError, match="format version 99"):
+    with pytest.raises(HistoryStoreError, match="format version 99"):
         HistoryStore(str(tmp_path / "bad"))
-    assert isinstance(StoreError("x"), UsageError)  # the command line's one line, exit status 2
+    assert isinstance(HistoryStoreError("x"), UsageError)  # the command line's one line, exit status 2
 
 
 def test_a_damaged_run_object_is_named(tmp_path):
@@ -117,10 +117,10 @@ def test_a_damaged_run_object_is_named(tmp_path):
     (run,) = (tmp_path / "history" / "runs").iterdir()
     run.write_bytes(run.read_bytes()[:-7])
     os.remove(tmp_path / "history" / INDEX)
-    with pytest.raises(StoreError, match=f"{run.name} is not a history run object"):
+    with pytest.raises(HistoryStoreError, match=f"{run.name} is not a history run object"):
         HistoryStore(str(tmp_path / "history")).headers()
     run.write_bytes(b"something else")
-    with pytest.raises(StoreError, match="is not a history run object"):
+    with pytest.raises(HistoryStoreError, match="is not a history run object"):
         build(HistoryStore(str(tmp_path / "history")), Scope())
 
 
