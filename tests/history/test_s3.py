@@ -113,3 +113,15 @@ def test_no_credential_is_written_into_the_store(s3, tmp_path, capsys):
 def test_a_url_with_credentials_is_refused(url, tmp_path, capsys):
     assert main(["history", url, *_nights(tmp_path, 1)]) == 2
     assert "a URL with credentials would be written" in capsys.readouterr().err
+
+
+def test_an_older_report_without_its_start_reads_it_from_its_folders_records(s3, tmp_path, capsys):
+    local = run_folder(tmp_path / "run", 2, {"sin": "pass"})
+    with open(f"{local}/report.json") as f:
+        report = json.load(f)
+    for key in ("started", "versions"):
+        del report["summary"][key]  # as distcheck wrote it before reports named their start
+    with open(f"{local}/report.json", "w") as f:
+        json.dump(report, f)
+    folder = _upload(local, f"{s3.url}/runs/old")
+    assert _json(capsys, f"{s3.url}/history", folder)["nights"] == [night(2)]
