@@ -10,10 +10,11 @@ varies night to night — stores the first 364 nights (from their columns), then
 (b) queries the whole history for every failing case: the store read, the table of
     365 × 100,000 verdicts and times, each case's streak, flaky rate and median, and the JSON
     output of the failing cases (target ≤ 5 s);
-(c) the store's size on disk (target ≤ 1 GB).
+(c) the store's size (target ≤ 1 GB).
 
     .venv/bin/python benchmarks/bench_history.py                          # ~3 minutes, ~0.5 GB of scratch
     .venv/bin/python benchmarks/bench_history.py --cases 10000 --nights 30  # a quick look
+    .venv/bin/python benchmarks/bench_history.py --s3                     # the store in a local S3 server (moto)
 
 It prints each figure against its target and the load average.
 """
@@ -29,10 +30,12 @@ import sys
 import tempfile
 import time
 
+import fsspec
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.bench_run_folder import local_s3  # noqa: E402
 from distcheck.history.cases import History  # noqa: E402
 from distcheck.history.night_run import CODES, NightRun, RunHeader, from_loaded, ids_digest, night_of, run_key  # noqa: E402
 from distcheck.history.render import formatted  # noqa: E402
@@ -122,8 +125,10 @@ class Year:
         json_report.write(result, os.path.join(folder, "report.json"), start=start)
 
 
-def size_of(folder: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder) for f in files)
+def size_of(url: str) -> int:
+    """The bytes of every object under ``url`` (a folder or a store's URL)."""
+    fs, path = fsspec.core.url_to_fs(url)
+    return sum(fs.du(path, total=False).values())
 
 
 def main() -> None:
@@ -131,18 +136,23 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--nights", type=int, default=365)
     parser.add_argument("--scratch", help="where to make the store and the run folder (default: a temporary folder)")
+    parser.add_argument("--s3", action="store_true", help="the store in a local S3 server (moto, its own process)")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="bench-history-", dir=args.scratch)
     try:
-        run(args.cases, args.nights, scratch)
+        if args.s3:
+            with local_s3() as bucket:
+                run(args.cases, args.nights, scratch, f"{bucket}/history")
+        else:
+            run(args.cases, args.nights, scratch)
     finally:
         shutil.rmtree(scratch)
 
 
-def run(cases: int, nights: int, scratch: str) -> None:
+def run(cases: int, nights: int, scratch: str, store_url: str | None = None) -> None:
     print(f"a synthetic year: {cases:,} cases × {nights} nights; load average {os.getloadavg()[0]:.2f}", flush=True)
     year = Year(cases, nights)
-    store_url = os.path.join(scratch, "history")
+    store_url = store_url or os.path.join(scratch, "history")
     start = time.perf_counter()
     HistoryStore(store_url, create=True).add(year.stored_run(n) for n in range(nights - 1))
     print(f"  the first {nights - 1} nights stored in {time.perf_counter() - start:.1f} s", flush=True)
@@ -163,6 +173,7 @@ def run(cases: int, nights: int, scratch: str) -> None:
     assert len(found["nights"]) == nights and len(found["cases"]) == len(failing)
 
     size = size_of(store_url) / 1e9
+    print(f"the store: {store_url}")
     print(f"(a) adding one night of {cases:,} cases (a run folder): {add:.2f} s (target ≤ {TARGETS['add']:g} s)")
     print(
         f"(b) the whole history query for every failing case ({len(failing):,} cases, {len(text) / 1e6:.1f} MB of "
