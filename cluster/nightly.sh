@@ -24,7 +24,8 @@
 # reports/nightly-* folder), PYTHON (default: this repo's .venv python, else python), TIMEOUT
 # (seconds per case, default 1800), SUITES (SUITE:MODE or SUITE:MODE:DEVICE entries, default
 # "torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast"; a device such as cuda runs that
-# suite on the cluster's GPUs), HISTORY (the history store, a path or URL; default reports/history).
+# suite on the cluster's GPUs), HISTORY (the history store, a path or URL; default: history beside
+# OUT, e.g. reports/history or s3://bucket/history).
 # The previous night's report of each suite (in PREVIOUS) orders the work longest first (--durations).
 set -uo pipefail
 
@@ -38,7 +39,7 @@ if [[ -z "${PYTHON:-}" ]]; then
 fi
 TIMEOUT="${TIMEOUT:-1800}"
 SUITES="${SUITES:-torch-opinfo:fast torch-opinfo:slow tensorplay-opinfo:fast}"
-HISTORY="${HISTORY:-$REPO/reports/history}"
+HISTORY="${HISTORY:-${OUT%/*}/history}"
 
 # OUT and PREVIOUS may be URLs of an object store: files are looked for and written by distcheck.
 store() { "$PYTHON" -c "import sys; from distcheck.storage import location, segments; $1" "${@:2}"; }

@@ -78,6 +78,7 @@ def test_the_nightly_cron_job_runs_both_modes_into_the_store_against_the_previou
         (None, "torch-opinfo", "slow", "cuda"),
     ]
     assert all(a.address == "10.0.0.5:6379" for a in runs)  # the cluster `ray job submit` names
+    assert all(a.history == f"{s3.url}/history" for a in runs)  # each run added to the history beside the nights
     assert [a.out for a in runs[1:]] == [f"{out}/torch-opinfo-slow", f"{out}/torch-opinfo-slow-cuda"]
     assert runs[1].json == f"{out}/torch-opinfo-slow.json" and runs[1].html == f"{out}/torch-opinfo-slow.html"
     assert runs[1].durations == f"{previous}/torch-opinfo-slow.json" and runs[2].durations is None
@@ -101,6 +102,8 @@ def test_each_run_is_compared_with_the_previous_nights_report_kept_as_markdown(s
         ("run", None),
         ("compare", "text"),
         ("compare", "markdown"),
+        ("history", "markdown"),
     ]
     assert given[0].address == "auto" and given[1].old == f"{previous}/torch-opinfo-fast.json"
+    assert given[1].history == given[3].store == f"{s3.url}/history"
     assert location.exists(f"{out}/torch-opinfo-fast.compare.md")
