@@ -84,12 +84,12 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.history.store import HistoryStore
     from distcheck.history.table import Scope, build
     from distcheck.reports.load import load_run
+    from distcheck.runner.preflight import check_writable
+    from distcheck.storage import location
 
     if args.verdict and args.all:
         raise UsageError("--verdict chooses cases, --all takes every case: give one of them")
-    if args.html:
-        from distcheck.runner.preflight import check_writable
-
+    if args.html and not location.is_url(args.html):
         check_writable(args.html, "trends page")
     runs = [from_loaded(load_run(path)) for path in args.runs]  # every run checked before any is added
     store = HistoryStore(args.store, create=bool(runs))

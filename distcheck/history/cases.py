@@ -81,6 +81,9 @@ def _median(seconds: np.ndarray, ran: np.ndarray) -> np.ndarray:
     return median
 
 
+READ = ("streak_start", "last_passing", "runs", "unstable", "window_runs", "window_unstable")  # per case
+
+
 def _varied(verdicts: np.ndarray, window: int) -> dict[str, np.ndarray]:
     """The columns of cases whose verdict changed (or that did not run every night), read night by night."""
     nights = verdicts.shape[0]
@@ -122,7 +125,7 @@ class History:
         nights, cases = verdicts.shape
         columns = np.arange(cases)
         self.latest = verdicts[table.current, columns] if nights else np.zeros(cases, dtype=np.uint8)
-        found = {name: np.zeros(cases, dtype=np.int64) for name in _steady(self.latest[:0], 0, 0)}
+        found = {name: np.zeros(cases, dtype=np.int64) for name in READ}
         if nights:
             varied = verdicts.min(axis=0) != verdicts.max(axis=0)
             for name, values in _varied(verdicts[:, varied], thresholds.window).items():

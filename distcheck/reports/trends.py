@@ -14,6 +14,7 @@ import numpy as np
 from distcheck.history.cases import History
 from distcheck.history.night_run import ABSENT, VERDICT_NAMES
 from distcheck.history.render import night_counts
+from distcheck.storage import location
 
 SHOWN = 20  # cases in the flakiest and most slowed tables
 SHOWN_FAILING = 100
@@ -153,13 +154,12 @@ def section(history: History, store: str) -> str:
 
 
 def write_file(path: str, history: History, store: str) -> None:
-    """The trends page alone."""
+    """The trends page alone, at ``path`` (local or a URL), written whole."""
     from distcheck.reports.html import STYLE as REPORT_STYLE
 
     title = f"distcheck: the history in {store}"
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(
-            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{REPORT_STYLE}</style></head><body><h1>{_e(title)}</h1>{section(history, store)}"
-            "</body></html>\n"
-        )
+    location.write_text(
+        path,
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{REPORT_STYLE}</style></head><body><h1>{_e(title)}</h1>{section(history, store)}</body></html>\n",
+    )

@@ -125,3 +125,8 @@ def test_an_older_report_without_its_start_reads_it_from_its_folders_records(s3,
         json.dump(report, f)
     folder = _upload(local, f"{s3.url}/runs/old")
     assert _json(capsys, f"{s3.url}/history", folder)["nights"] == [night(2)]
+
+
+def test_the_trends_page_written_to_s3(s3, tmp_path, capsys):
+    assert main(["history", f"{s3.url}/history", *_nights(tmp_path), "--html", f"{s3.url}/trends.html"]) == 0
+    assert b"<section id='trends'" in s3.objects()["trends.html"]
