@@ -26,7 +26,7 @@ import sys
 
 from distcheck.cli import compare, history, report, repro, run
 from distcheck.cli import list as listing
-from distcheck.cli.arguments import USAGE_ERROR
+from distcheck.cli.arguments import USAGE_ERROR, Parser
 from distcheck.runner import hash_seed
 from distcheck.suites import UsageError
 
@@ -36,7 +36,7 @@ COMMANDS = (run, listing, compare, repro, report, history)
 def parser() -> argparse.ArgumentParser:
     import distcheck
 
-    top = argparse.ArgumentParser(prog="distcheck", description="Distributed gradient checking of operator suites.")
+    top = Parser(prog="distcheck", description="Distributed gradient checking of operator suites.")
     top.add_argument("--version", action="version", version=f"distcheck {distcheck.__version__}")
     commands = top.add_subparsers(dest="command", required=True)
     for command in COMMANDS:

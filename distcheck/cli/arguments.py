@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 
-from distcheck.suites import CHECK_KINDS, MODES, Selection, get_suite
+from distcheck.devices import id_device
+from distcheck.suites import CHECK_KINDS, MODES, GroupInfo, Selection, UsageError, get_suite
 from distcheck.suites.base import Suite
 
 USAGE_ERROR = 2
 DEFAULT_SUITE = "torch-opinfo"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line on stderr and exit status 2 (as every
+    other bad input of the command line): argparse prints its usage first, which buries the error."""
+
+    def error(self, message: str):
+        sys.stderr.write(f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+        sys.exit(USAGE_ERROR)
+
+
 def names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
+    """The comma-separated names in ``text``; an empty list is an error, not "all" (an empty
+    ``$OPS`` in a script would otherwise run every op)."""
+    found = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"no name in {text!r} (leave the option out to select them all)")
+    return found
 
 
 def check_kinds(text: str) -> tuple[str, ...]:
@@ -20,8 +37,6 @@ def check_kinds(text: str) -> tuple[str, ...]:
     for kind in kinds:
         if kind not in CHECK_KINDS:
             raise argparse.ArgumentTypeError(f"unknown check kind {kind!r} (choose from {', '.join(CHECK_KINDS)})")
-    if not kinds:
-        raise argparse.ArgumentTypeError("no check kind given")
     return kinds
 
 
@@ -31,6 +46,8 @@ def positive(kind: type):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
         if value < 0:
             raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
         return value
@@ -90,3 +107,17 @@ def suite_options(loaded: Suite) -> dict:
 
 def selection(args: argparse.Namespace) -> Selection:
     return Selection(checks=args.checks, dtypes=args.dtypes, ops=args.ops, substring=args.substring)
+
+
+def check_selected(loaded: Suite, chosen: Selection, max_cases: int | None) -> None:
+    """UsageError unless ``chosen`` may select a case of ``loaded``, as far as the driver knows
+    before anything starts (a group's samples are listed where it runs): a case decided
+    without running, or a group whose case ids may contain ``-k``'s substring. Unknown names
+    raise here too."""
+    from distcheck.runner.runner import work
+
+    device = id_device(getattr(loaded, "device", "cpu"))
+    for item in work(loaded, chosen, max_cases):
+        if not isinstance(item, GroupInfo) or chosen.may_want(item, device):
+            return
+    raise UsageError("no case matches the selection")

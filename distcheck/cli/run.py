@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
-from distcheck.cli.arguments import positive, selection, selection_arguments, suite, suite_options
+from distcheck.cli.arguments import check_selected, positive, selection, selection_arguments, suite, suite_options
 from distcheck.cli.history import check_store, of_run
 from distcheck.cli.report import check_junit_names, report_options, write_files
+from distcheck.runner.protocols import Listener
 from distcheck.suites import UsageError
 
 RESUME_KEEPS = (
@@ -127,10 +129,10 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.runner.store import REPORT
 
     plan = _plan(args, ["distcheck", *argv])
-    print(f"distcheck: run folder {plan.folder}", file=sys.stderr)
+    _check_local_device(plan)
     with StopOnSignal(plan.options.serial) as stopper:
         try:
-            listener = Listeners(plan.writer, console.ConsoleProgress(), stopper)
+            listener = Listeners(plan.writer, _FolderShown(plan.folder), console.ConsoleProgress(), stopper)
             blocks = BlockStore(os.path.join(plan.folder, "blocks"))  # the run keeps its failure blocks
             result = run_suite(
                 plan.suite,
@@ -168,8 +170,9 @@ def _plan(args: argparse.Namespace, command: list[str]):
     from distcheck.runner.durations import load_durations
     from distcheck.runner.options import RunOptions
     from distcheck.runner.policy import load_policy
-    from distcheck.runner.preflight import check_writable
+    from distcheck.runner.preflight import check_creatable, check_writable
     from distcheck.runner.resume import plan_new, plan_resume
+    from distcheck.runner.store import default_folder
 
     _check_conflicts(args)
     for path, what in ((args.json, "JSON report"), (args.junit, "JUnit XML"), (args.html, "HTML report")):
@@ -179,8 +182,11 @@ def _plan(args: argparse.Namespace, command: list[str]):
     if args.resume:
         return plan_resume(args.resume, args.serial, args.address, adapt=lambda s, made: _resumed(args, s, made))
     load_policy(args.policy)  # an unknown policy is an error before the run folder is made
+    folder = args.out or default_folder(args.suite, args.mode)
+    check_creatable(folder, "run folder")
     loaded = suite(args)
     check_junit_names(args, loaded.name)
+    check_selected(loaded, selection(args), args.max_cases)
     options = RunOptions(
         serial=args.serial,
         address=args.address,
@@ -192,7 +198,17 @@ def _plan(args: argparse.Namespace, command: list[str]):
         policy=args.policy,
         gpus_per_runner=args.gpus_per_runner,
     )
-    return plan_new(loaded, args.suite, args.mode, selection(args), options, args.out, command, suite_options(loaded))
+    return plan_new(loaded, args.suite, args.mode, selection(args), options, folder, command, suite_options(loaded))
+
+
+def _check_local_device(plan) -> None:
+    """A local Ray has this machine's devices: one it lacks is refused before Ray starts (a
+    cluster's are known once joined)."""
+    from distcheck.executors.ray_settings import resolve_address
+    from distcheck.runner.gpus import check_local
+
+    if not plan.options.serial and resolve_address(plan.options.address) is None:
+        check_local(getattr(plan.suite, "device", "cpu"))
 
 
 def _resumed(args: argparse.Namespace, loaded, made: dict):
@@ -221,6 +237,17 @@ def _given(args: argparse.Namespace) -> list[str]:
     add_parser(top.add_subparsers(dest="command"))
     defaults = vars(top.parse_args(["run"]))
     return [name for name, value in vars(args).items() if value != defaults.get(name)]
+
+
+class _FolderShown(Listener):
+    """Says where the run is recorded once the folder is there (the run folder's writer, told
+    before it, makes it when the run starts)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def started(self, result) -> None:
+        print(f"distcheck: run folder {self.folder}", file=sys.stderr)
 
 
 def _write_reports(args: argparse.Namespace, run, known) -> None:

@@ -195,12 +195,46 @@ class Selection:
     ops: tuple[str, ...] | None = None
     substring: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("checks", "dtypes", "ops"):
+            if getattr(self, name) == ():  # an empty list selects nothing: never read as "all"
+                every = "" if name == "checks" else f" (None: every one of {name})"
+                raise UsageError(f"Selection({name}=()) selects no case{every}")
+
     def wants(self, case: CaseId) -> bool:
         return self.wants_text(str(case))
 
     def wants_text(self, case: str) -> bool:
         """:meth:`wants` of a case id's text."""
         return self.substring is None or self.substring in case
+
+    def may_want(self, group: GroupInfo, device: str | None = None) -> bool:
+        """Whether the group may hold a wanted case, known before its samples are listed: some
+        id ``suite::op[::device]::dtype[::sampleN]::check`` of its check kinds (``device``: the
+        id's device part, None on the CPU), whatever N, contains the substring."""
+        if self.substring is None:
+            return True
+        head = SEPARATOR.join([group.suite, group.op, *([device] if device else []), group.dtype])
+        for check in group.checks:
+            tail = f"{SEPARATOR}{check}"
+            if self.substring in head + tail or _in_numbered(self.substring, f"{head}{SEPARATOR}{_SAMPLE}", tail):
+                return True
+        return False
+
+
+def _in_numbered(text: str, head: str, tail: str) -> bool:
+    """Whether ``text`` is in ``head + N + tail`` for some number N (one digit or more): in the
+    head, in the tail, or across the number as a suffix of the head, digits, a prefix of the tail."""
+    if text in head or text in tail:
+        return True
+    for start in range(len(text) + 1):
+        if not head.endswith(text[:start]):
+            continue
+        for end in range(start, len(text) + 1):
+            before, digits, after = text[:start], text[start:end], text[end:]
+            if (digits.isdecimal() or not digits) and tail.startswith(after) and (digits or not (before and after)):
+                return True
+    return False
 
 
 @dataclass(frozen=True)

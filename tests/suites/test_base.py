@@ -60,6 +60,35 @@ def test_selection_substring_matches_the_whole_id():
     assert Selection().wants(case)
 
 
+@pytest.mark.parametrize("device", [None, "cuda"])
+def test_a_group_may_hold_a_wanted_case_exactly_when_some_sample_number_gives_one(device):
+    """``may_want`` (known before a group's samples are listed) against the ids themselves:
+    every substring of up to 4 characters of a small alphabet, against the samples whose
+    numbers are written with the alphabet's digits (0 and 7), up to 6 of them."""
+    import itertools
+    import re
+
+    from distcheck.suites.base import GroupInfo
+
+    group = GroupInfo("s", "ad", "f6", ("grad", "fwgrad"))
+    numbers = [0] + [int("".join(d)) for n in range(1, 7) for d in itertools.product("70", repeat=n) if d[0] == "7"]
+    ids = [CaseId("s", "ad", "f6", check, n, device).text for check in group.checks for n in (*numbers, None)]
+    for size in range(1, 5):
+        for letters in itertools.product("s:ad7g0e", repeat=size):
+            text = "".join(letters)
+            if re.search(r"(^|\D)0\d", text):
+                continue  # a number with a leading zero: no sample has one, may_want says "maybe"
+            wanted = any(text in case for case in ids)
+            assert Selection(substring=text).may_want(group, device) == wanted, text
+    assert Selection().may_want(group) and not Selection(substring="add").may_want(group)
+
+
+def test_empty_lists_select_nothing_and_are_refused():
+    for field in ("checks", "dtypes", "ops"):
+        with pytest.raises(UsageError, match=rf"Selection\({field}=\(\)\) selects no case"):
+            Selection(**{field: ()})
+
+
 def test_expected_error_is_type_and_pattern():
     expected = ExpectedError(NotImplementedError, r"forward AD with .* that does not")
     assert expected.matches(NotImplementedError("Trying to use forward AD with foo that does not support it"))
