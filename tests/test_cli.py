@@ -200,6 +200,19 @@ def test_run_with_failures_exits_1(fake, capsys, tmp_path):
     assert "FAIL fake::wrong::float64::sample0::grad" in out and out.rstrip().endswith("FAILED")
 
 
+def test_compare_two_runs_of_other_selections(fake, capsys, tmp_path):
+    """A nightly that adds a failing op: the added case is a new failure, and the report says
+    first that the selections differ (read from the runs' reports)."""
+    run = ["run", "--suite", "fake", "--checks", "grad", "--serial", "--out"]
+    assert main([*run, str(tmp_path / "old"), "--ops", "sin"]) == 0
+    assert main([*run, str(tmp_path / "new"), "--ops", "sin,wrong"]) == 1
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 1
+    out = capsys.readouterr().out
+    assert "  - selection ops: sin in OLD, sin,wrong in NEW" in out
+    assert "New failures: 1\n  fake::wrong::float64::sample0::grad  [fail]" in out
+
+
 def test_python_dash_m():
     command = [sys.executable, "-m", "distcheck", "list", "--ops", "add", "--dtypes", "float64", "--max-cases", "2"]
     result = subprocess.run(command, capture_output=True, text=True)

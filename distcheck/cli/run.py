@@ -5,6 +5,7 @@ interrupted run. Signals are handled by ``runner.signals``, the plan of a resume
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -148,12 +149,12 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
         result.interrupted = stopper.name
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
         start = run_start(str(plan.folder))
-        info = json_report.report_summary(result, plan.command, resume, start)
+        info = json_report.report_summary(result, plan.command, resume, start, _origin(plan))
         loaded = LoadedRun(str(plan.folder), info, result.records, str(plan.folder))
         known = of_run(args, loaded)  # --history: the run added, its failures marked
         print(console.summary(result, args.strict_flaky, plan.folder, known and known.marks(result.records)))
         reports = [str(plan.folder / REPORT), *([args.json] if args.json else [])]
-        json_report.write(result, reports, plan.command, resume, start)  # the text made once
+        json_report.write(result, reports, plan.command, resume, start, _origin(plan))  # the text made once
         if args.json:
             print(f"JSON report: {args.json}")
         _write_reports(args, loaded, known)
@@ -248,6 +249,15 @@ class _FolderShown(Listener):
 
     def started(self, result) -> None:
         print(f"distcheck: run folder {self.folder}", file=sys.stderr)
+
+
+def _origin(plan) -> dict:
+    """How the run's cases were chosen, for its reports: the suite's spec where it is not its name
+    (``MODULE:NAME``), and the selection."""
+    from distcheck.suites import spec_of
+
+    spec = spec_of(plan.suite)
+    return {**({"spec": spec} if spec != plan.suite.name else {}), "selection": dataclasses.asdict(plan.selection)}
 
 
 def _write_reports(args: argparse.Namespace, run, known) -> None:

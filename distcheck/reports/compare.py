@@ -1,11 +1,14 @@
 """``distcheck compare OLD NEW``: what changed between two runs (last night's and tonight's).
 
 Groups, each with its case ids and the first line of their messages: new failures (a case not
-failing in OLD that fails, errors, times out or is flaky in NEW), fixed, still failing, newly
-flaky, added and removed cases, and cases that got much slower (over :data:`SLOWER_FACTOR` × and
-over :data:`SLOWER_SECONDS` s). Text for a terminal, markdown to paste into an issue, JSON for tools.
-With the history (``--history STORE``), each failing case of NEW says whether it is new, failing
-since a night, or flaky (``history``: the words of :mod:`distcheck.history.marks`).
+failing in OLD — or not in OLD at all: an added case — that fails, errors, times out or is flaky
+in NEW), fixed, still failing, newly flaky, added and removed cases, and cases that got much
+slower (over :data:`SLOWER_FACTOR` × and over :data:`SLOWER_SECONDS` s). Before the groups, what
+differs in what the two runs ran (suite, mode, device, selection) or how far they got (an
+incomplete run): added and removed cases then say little about the code. Text for a terminal,
+markdown to paste into an issue, JSON for tools. With the history (``--history STORE``), each
+failing case of NEW says whether it is new, failing since a night, or flaky (``history``: the
+words of :mod:`distcheck.history.marks`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class Comparison:
     new: str
     groups: dict[str, list[Change]] = field(default_factory=lambda: {name: [] for name, _ in GROUPS})
     new_failing: int = 0  # failing cases of NEW, all told
+    differences: list[str] = field(default_factory=list)  # what the runs ran differently, in words
 
     def exit_status(self, fail_on: str) -> int:
         if fail_on == "new":
@@ -89,11 +93,11 @@ def _change(old: CaseRecord | None, new: CaseRecord | None, marks: Mapping[str, 
 
 
 def _group(old: CaseRecord | None, new: CaseRecord | None) -> list[str]:
-    if old is None:
-        return ["added"]
+    """The groups of a case: an added case is new in every way (a failure, flakiness, xpass)."""
     if new is None:
         return ["removed"]
-    was, now = old.verdict in FAILING, new.verdict in FAILING
+    before = None if old is None else old.verdict
+    was, now = before in FAILING, new.verdict in FAILING
     groups = []
     if now and not was:
         groups.append("new_failures")
@@ -101,13 +105,41 @@ def _group(old: CaseRecord | None, new: CaseRecord | None) -> list[str]:
         groups.append("still_failing")
     if was and not now:
         groups.append("fixed")
-    if new.verdict == FLAKY and old.verdict != FLAKY:
+    if new.verdict == FLAKY and before != FLAKY:
         groups.append("newly_flaky")
-    if new.verdict == XPASS and old.verdict != XPASS:
+    if new.verdict == XPASS and before != XPASS:
         groups.append("newly_xpass")
-    if old.tasks and new.tasks and new.seconds > SLOWER_FACTOR * old.seconds and new.seconds > SLOWER_SECONDS:
+    if old is None:
+        groups.append("added")
+    elif old.tasks and new.tasks and new.seconds > SLOWER_FACTOR * old.seconds and new.seconds > SLOWER_SECONDS:
         groups.append("slower")
     return groups
+
+
+def _selection(info: dict[str, Any]) -> dict[str, Any]:
+    """A run's recorded selection, each list as a comma-separated text (None: not recorded)."""
+    chosen = info.get("selection") or {}
+    return {key: ",".join(value) if isinstance(value, list) else value for key, value in chosen.items()}
+
+
+def differences(old: LoadedRun, new: LoadedRun) -> list[str]:
+    """What the two runs ran differently (suite, mode, device, selection) or how far they got,
+    in words; a report that does not record one of them is not compared on it."""
+    facts = [("suite", old.spec, new.spec), ("mode", old.info.get("mode"), new.info.get("mode"))]
+    facts = [(what, was, now) for what, was, now in facts if was is not None and now is not None]
+    facts.append(("device", old.info.get("device", "cpu"), new.info.get("device", "cpu")))
+    before, after = _selection(old.info), _selection(new.info)
+    if before and after:  # a key's None: everything (every op, dtype...)
+        facts += [(f"selection {key}", before.get(key), after.get(key)) for key in dict.fromkeys([*before, *after])]
+    found = [f"{what}: {_shown(was)} in OLD, {_shown(now)} in NEW" for what, was, now in facts if was != now]
+    for name, run in (("OLD", old), ("NEW", new)):
+        if run.info.get("complete") is False:
+            found.append(f"{name} is incomplete (interrupted): the cases it did not reach are missing from it")
+    return found
+
+
+def _shown(value: Any) -> str:
+    return "all" if value is None else str(value)
 
 
 def compare(old: LoadedRun, new: LoadedRun, marks: Mapping[str, str] | None = None) -> Comparison:
@@ -116,6 +148,7 @@ def compare(old: LoadedRun, new: LoadedRun, marks: Mapping[str, str] | None = No
     before = {r.id: r for r in old.records}
     after = {r.id: r for r in new.records}
     result = Comparison(old.path, new.path, new_failing=sum(r.verdict in FAILING for r in new.records))
+    result.differences = differences(old, new)
     for case in [*after, *(k for k in before if k not in after)]:
         previous, current = before.get(case), after.get(case)
         for group in _group(previous, current):
@@ -135,8 +168,13 @@ def _times(change: Change) -> str:
     return f"{change.old_seconds:.2f} s → {change.new_seconds:.2f} s"
 
 
+DIFFERENT = "The runs ran different things; added and removed cases come from that as much as from the code:"
+
+
 def text(comparison: Comparison) -> str:
     lines = [f"Comparing {comparison.old} (old) with {comparison.new} (new)"]
+    if comparison.differences:
+        lines += ["", DIFFERENT, *(f"  - {difference}" for difference in comparison.differences)]
     for name, title in GROUPS:
         changes = comparison.groups[name]
         lines += ["", f"{title}: {len(changes)}"]
@@ -156,7 +194,10 @@ def _cell(text: str) -> str:
 
 def markdown(comparison: Comparison) -> str:
     counts = ", ".join(f"{title.split(' (')[0].lower()}: {len(comparison.groups[n])}" for n, title in GROUPS)
-    lines = [f"## distcheck: `{comparison.old}` → `{comparison.new}`", "", counts]
+    lines = [f"## distcheck: `{comparison.old}` → `{comparison.new}`", ""]
+    if comparison.differences:
+        lines += [f"> **{DIFFERENT}**", *(f"> - {_cell(d)}" for d in comparison.differences), ""]
+    lines.append(counts)
     for name, title in GROUPS:
         changes = comparison.groups[name]
         if not changes:
@@ -175,6 +216,7 @@ def as_json(comparison: Comparison) -> str:
     data = {
         "old": comparison.old,
         "new": comparison.new,
+        "differences": comparison.differences,
         "counts": {name: len(changes) for name, changes in comparison.groups.items()},
         "groups": {name: [c.to_json() for c in changes] for name, changes in comparison.groups.items()},
     }

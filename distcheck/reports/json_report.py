@@ -3,7 +3,10 @@ summary names when the run started and the versions it ran with (from its run fo
 ``RunStart`` line): the history store files a report under its night.
 
 An interrupted run's report has ``"complete": false``, what stopped it and the command that
-resumes it; its counts are those of the cases recorded so far."""
+resumes it; its counts are those of the cases recorded so far. A run made by the command line
+records how its cases were chosen (``origin``): ``spec``, what ``--suite`` took where it is not
+the suite's name (``MODULE:NAME``: the printed commands need it), and the ``selection``
+(``distcheck compare`` says when two runs' selections differ)."""
 
 from __future__ import annotations
 
@@ -17,22 +20,33 @@ from distcheck.runner.result import RunResult
 from distcheck.storage import location
 
 Start = Mapping[str, Any] | None  # the run folder's RunStart line
+Origin = Mapping[str, Any]  # {"spec": ..., "selection": {...}}: how a run's cases were chosen
 
 
 def report(
-    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None, start: Start = None
+    result: RunResult,
+    command: list[str] | None = None,
+    resume: list[str] | None = None,
+    start: Start = None,
+    origin: Origin | None = None,
 ) -> dict[str, Any]:
-    return {"summary": report_summary(result, command, resume, start), "cases": [r.to_json() for r in result.records]}
+    summary = report_summary(result, command, resume, start, origin)
+    return {"summary": summary, "cases": [r.to_json() for r in result.records]}
 
 
 def report_summary(
-    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None, start: Start = None
+    result: RunResult,
+    command: list[str] | None = None,
+    resume: list[str] | None = None,
+    start: Start = None,
+    origin: Origin | None = None,
 ) -> dict[str, Any]:
     import distcheck
 
     tally = result.tally()
     summary = {
         "suite": result.suite,
+        **(origin or {}),
         "mode": result.mode,
         "executor": result.executor,
         "workers": result.workers,
@@ -69,11 +83,15 @@ def report_summary(
 
 
 def text(
-    result: RunResult, command: list[str] | None = None, resume: list[str] | None = None, start: Start = None
+    result: RunResult,
+    command: list[str] | None = None,
+    resume: list[str] | None = None,
+    start: Start = None,
+    origin: Origin | None = None,
 ) -> str:
     """The report as JSON text: the summary indented, then a compact line per case (made once
     per record, with the C encoder: an indented dump of 45,000 cases is seconds of Python)."""
-    summary = json.dumps(report_summary(result, command, resume, start), indent=1).replace("\n", "\n ")
+    summary = json.dumps(report_summary(result, command, resume, start, origin), indent=1).replace("\n", "\n ")
     # one join of the records' texts (their batches' columns on Ray: no record is made), each
     # without its "{": a string per record made for the join (an f-string each) costs the
     # driver several times as much (docs/benchmarks.md)
@@ -88,9 +106,10 @@ def write(
     command: list[str] | None = None,
     resume: list[str] | None = None,
     start: Start = None,
+    origin: Origin | None = None,
 ) -> None:
     """Write the report to ``path`` (or to each of several paths, local or URLs: the text made
     once) whole: a reader, or a driver killed while writing, never sees half a report."""
-    report_text = text(result, command, resume, start)
+    report_text = text(result, command, resume, start, origin)
     for one in [path] if isinstance(path, str) else path:
         location.write_text(one, report_text)

@@ -35,6 +35,13 @@ class LoadedRun:
     records: list[CaseRecord] = field(default_factory=list)
     folder: str | None = None
 
+    @property
+    def spec(self) -> str | None:
+        """What ``--suite`` takes to load the run's suite: a report's ``spec`` (recorded where it
+        is not the suite's name), else its ``suite`` (a run folder's records name the spec there)."""
+        found = self.info.get("spec") or self.info.get("suite")
+        return None if found is None else str(found)
+
     def blocks_path(self, record: CaseRecord) -> str | None:
         """Where a record's failure blocks are, if they are there."""
         if record.blocks is None or self.folder is None:
@@ -96,6 +103,7 @@ def _record_lines(folder: str) -> LoadedRun:
             items[str(data.get("id"))] = data
         elif kind in ("RunStart", "RunFinish"):
             info.update(data)
+    info.setdefault("complete", False)  # no RunFinish line: its driver was killed
     return LoadedRun(folder, info, _records(items.values(), folder))
 
 

@@ -71,7 +71,9 @@ def run_folder(path, records_: list[CaseRecord] | None = None, *, report: bool =
     return folder
 
 
-def write_report(path, records_: list[CaseRecord]) -> str:
+def write_report(path, records_: list[CaseRecord], suite: str = "torch-opinfo", mode: str = "fast", **summary) -> str:
+    """A JSON report of ``records_`` at ``path``; ``summary``: more of its summary (``selection``...)."""
     with open(path, "w") as f:
-        json.dump({"summary": {"suite": "torch-opinfo", "mode": "fast"}, "cases": [r.to_json() for r in records_]}, f)
+        info = {"suite": suite, "mode": mode, **summary}
+        json.dump({"summary": info, "cases": [r.to_json() for r in records_]}, f)
     return str(path)
