@@ -7,11 +7,10 @@ import math
 import sys
 
 from distcheck.devices import id_device
-from distcheck.suites import CHECK_KINDS, MODES, GroupInfo, Selection, UsageError, get_suite
+from distcheck.suites import CHECK_KINDS, DEFAULT_SUITE, MODES, GroupInfo, Selection, UsageError, get_suite
 from distcheck.suites.base import Suite
 
 USAGE_ERROR = 2
-DEFAULT_SUITE = "torch-opinfo"
 
 
 class Parser(argparse.ArgumentParser):

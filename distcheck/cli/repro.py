@@ -15,7 +15,11 @@ def add_parser(commands) -> None:
         "gradcheck / gradgradcheck calls with the case's exact options.",
     )
     repro.add_argument("case", metavar="CASE_ID", help="suite::op::dtype::sampleN::check (the suite part optional)")
-    repro.add_argument("--suite", help="the suite, when CASE_ID has none (default torch-opinfo)")
+    repro.add_argument(
+        "--suite",
+        help="the suite: a name or MODULE:NAME (needed for a suite loaded from a module: the reports' commands "
+        "name it), or the suite of a CASE_ID without one (default torch-opinfo)",
+    )
     repro.add_argument("--mode", choices=MODES, default="fast", help="the run's mode (default fast)")
     repro.set_defaults(func=execute)
 

@@ -14,7 +14,7 @@ from distcheck.cli.arguments import check_selected, positive, selection, selecti
 from distcheck.cli.history import check_store, of_run
 from distcheck.cli.report import check_junit_names, report_options, write_files
 from distcheck.runner.protocols import Listener
-from distcheck.suites import UsageError
+from distcheck.suites import UsageError, spec_of
 
 RESUME_KEEPS = (
     "resume",
@@ -147,14 +147,16 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
         finally:
             plan.writer.close()
         result.interrupted = stopper.name
+        origin = _origin(plan)
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
         start = run_start(str(plan.folder))
-        info = json_report.report_summary(result, plan.command, resume, start, _origin(plan))
+        info = json_report.report_summary(result, plan.command, resume, start, origin)
         loaded = LoadedRun(str(plan.folder), info, result.records, str(plan.folder))
         known = of_run(args, loaded)  # --history: the run added, its failures marked
-        print(console.summary(result, args.strict_flaky, plan.folder, known and known.marks(result.records)))
+        marks = known and known.marks(result.records)
+        print(console.summary(result, args.strict_flaky, plan.folder, marks, spec_of(plan.suite)))
         reports = [str(plan.folder / REPORT), *([args.json] if args.json else [])]
-        json_report.write(result, reports, plan.command, resume, start, _origin(plan))  # the text made once
+        json_report.write(result, reports, plan.command, resume, start, origin)  # the text made once
         if args.json:
             print(f"JSON report: {args.json}")
         _write_reports(args, loaded, known)
@@ -254,8 +256,6 @@ class _FolderShown(Listener):
 def _origin(plan) -> dict:
     """How the run's cases were chosen, for its reports: the suite's spec where it is not its name
     (``MODULE:NAME``), and the selection."""
-    from distcheck.suites import spec_of
-
     spec = spec_of(plan.suite)
     return {**({"spec": spec} if spec != plan.suite.name else {}), "selection": dataclasses.asdict(plan.selection)}
 

@@ -97,11 +97,14 @@ class ConsoleProgress(Listener):
         self.stream.flush()
 
 
-def reproduce_command(record: CaseRecord, mode: str) -> str:
-    """A command that reruns just this case, in this process."""
+def reproduce_command(record: CaseRecord, mode: str, spec: str | None = None) -> str:
+    """A command that reruns just this case, in this process; ``spec``: what ``--suite`` took to
+    load its suite (None: the suite's name)."""
     case = record.case
-    words = ["distcheck", "run", "--suite", case.suite, "--ops", case.op, "--dtypes", case.dtype]
+    words = ["distcheck", "run", "--suite", spec or case.suite, "--ops", case.op, "--dtypes", case.dtype]
     words += ["--checks", case.check, "-k", str(case), "--serial"]
+    if case.device is not None:
+        words += ["--device", case.device]
     if mode != "fast":
         words += ["--mode", mode]
     return " ".join(shlex.quote(w) for w in words)
@@ -113,14 +116,14 @@ def _marked(record: CaseRecord, marks: Mapping[str, str]) -> str:
     return f" [{mark}]" if mark else ""
 
 
-def _flaky(flaky: list[CaseRecord], mode: str, marks: Mapping[str, str]) -> list[str]:
+def _flaky(flaky: list[CaseRecord], mode: str, marks: Mapping[str, str], spec: str | None) -> list[str]:
     if not flaky:
         return []
     lines = ["", f"Flaky ({len(flaky)}): failed, then passed when run again"]
     for r in flaky[:SHOWN_FAILURES]:
         attempts = ", ".join(a["verdict"] for a in r.attempts or ())
         lines.append(f"  FLAKY {r.id} (attempts: {attempts}){_marked(r, marks)}")
-        lines.append(f"      rerun: {reproduce_command(r, mode)}")
+        lines.append(f"      rerun: {reproduce_command(r, mode, spec)}")
     return lines
 
 
@@ -139,12 +142,18 @@ def resume_command(folder: str) -> str:
 
 
 def summary(
-    result: RunResult, strict_flaky: bool = False, folder: str | None = None, marks: Mapping[str, str] | None = None
+    result: RunResult,
+    strict_flaky: bool = False,
+    folder: str | None = None,
+    marks: Mapping[str, str] | None = None,
+    spec: str | None = None,
 ) -> str:
     """The end-of-run report: verdicts per check kind, slowest cases, failures, flaky cases;
     for an interrupted run (recorded in ``folder``), how to resume it. With ``strict_flaky``
     a flaky case fails the run. ``marks``: what the history says of the failing cases, by id
-    (``--history``: new, failing since NIGHT, flaky (k of the last n nights))."""
+    (``--history``: new, failing since NIGHT, flaky (k of the last n nights)). ``spec``: what
+    ``--suite`` took to load the suite (None: its name), for the commands that rerun and
+    reproduce a case."""
     marks = marks or {}
     lines = [
         f"{result.suite} ({result.mode} mode) on {result.executor} with {result.workers} worker(s): "
@@ -178,13 +187,13 @@ def summary(
             lines += [f"      {text}" for text in message[:MESSAGE_LINES]]
             if len(message) > MESSAGE_LINES:
                 lines.append(f"      ... ({len(message) - MESSAGE_LINES} more lines)")
-            lines.append(f"      rerun: {reproduce_command(r, result.mode)}")
+            lines.append(f"      rerun: {reproduce_command(r, result.mode, spec)}")
             if r.case.sample is not None:
-                lines.append(f"      repro: {repro.command(r, result.mode)}")
+                lines.append(f"      repro: {repro.command(r, result.mode, spec)}")
         if len(bad) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(bad) - SHOWN_FAILURES} more (all of them are in the --json report)")
     flaky = result.flaky
-    lines += _flaky(flaky, result.mode, marks)
+    lines += _flaky(flaky, result.mode, marks, spec)
     if not result.complete:
         why = f"interrupted ({result.interrupted})" if result.interrupted else "stopped"
         lines += ["", f"INCOMPLETE: {why} with {len(result.records)} cases recorded"]

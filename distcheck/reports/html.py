@@ -63,8 +63,9 @@ SCRIPT = r"""
   const cases = data.rows.map(([id, verdict, seconds, message]) => {
     const parts = id.split('::');
     const bad = data.failing.includes(verdict);
-    return {id, verdict, seconds, message, bad, op: parts[1], dtype: parts[2], check: parts[parts.length - 1],
-            repro: bad && parts.length === 5 ? data.repro.replace('{id}', id) : ''};
+    const sampled = /^sample[0-9]+$/.test(parts[parts.length - 2]);
+    return {id, verdict, seconds, message, bad, op: parts[1], dtype: parts[parts.length - (sampled ? 3 : 2)],
+            check: parts[parts.length - 1], repro: bad && sampled ? data.repro.replace('{id}', id) : ''};
   });
   const keys = ['verdict','check','dtype','op'];
   const control = k => document.getElementById('f-'+k);
@@ -168,14 +169,13 @@ def _summary(run: LoadedRun) -> str:
     return f"<table>{''.join(rows)}</table><h2>Run</h2><table>{listed}</table>"
 
 
-def _case_data(records: list[CaseRecord], mode: str) -> str:
+def _case_data(records: list[CaseRecord], mode: str, spec: str | None) -> str:
     """The table's data, compact for a 45,000-case run: ``[id, verdict, seconds, first message
     line]`` per case (the page reads op, dtype and check from the id), the failing verdicts and
-    the reproducer command with ``{id}`` for the case id."""
+    the reproducer command with ``{id}`` for the case id (of suite ``spec``)."""
     rows = [[r.id, r.verdict, round(r.seconds, 3), first_line(r.message)[:MESSAGE_COLUMN]] for r in records]
-    template = repro.command(CaseId("SUITE", "OP", "DTYPE", "grad", 0), mode).replace(
-        "SUITE::OP::DTYPE::sample0::grad", "{id}"
-    )
+    example = CaseId(records[0].case.suite if records else "SUITE", "OP", "DTYPE", "grad", 0)
+    template = repro.command(example, mode, spec).replace(str(example), "{id}")
     data = {"rows": rows, "failing": list(FAILING), "repro": template}
     return json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")  # nothing ends the <script>
 
@@ -253,7 +253,7 @@ def _failures(out: TextIO, run: LoadedRun, mode: str) -> None:
             f"<span class='note'>({r.seconds:.2f} s)</span></h3>{_message(r.message)}"
         )
         if case.sample is not None:
-            out.write(f"<p>Reproduce: <code>{_e(repro.command(r, mode))}</code></p>")
+            out.write(f"<p>Reproduce: <code>{_e(repro.command(r, mode, run.spec))}</code></p>")
         group = (case.op, case.check, case.dtype)
         drawn = ""
         if pictured[group] < PICTURES_PER_GROUP and pictures < MAX_PICTURES:
@@ -294,7 +294,7 @@ def write(out: TextIO, run: LoadedRun, trends: str = "") -> None:
     _failures(out, run, mode)
     out.write(trends)
     out.write(
-        f'<script type="application/json" id="case-data">{_case_data(run.records, mode)}</script>'
+        f'<script type="application/json" id="case-data">{_case_data(run.records, mode, run.spec)}</script>'
         f"<script>const TABLE_ROWS = {TABLE_ROWS};{SCRIPT}</script></body></html>\n"
     )
 

@@ -180,5 +180,5 @@ def write_file(path: str, run: LoadedRun, writer: Callable = write) -> None:
     case; :func:`distcheck.reports.pytorch_junit.write`: a testcase per PyTorch test)."""
     mode = str(run.info.get("mode") or "fast")
     out = io.StringIO()
-    writer(out, run.records, properties(run), lambda r: repro.command(r, mode))
+    writer(out, run.records, properties(run), lambda r: repro.command(r, mode, run.spec))
     location.write_text(path, out.getvalue())

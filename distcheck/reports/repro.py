@@ -13,31 +13,41 @@ from __future__ import annotations
 
 import shlex
 
+from distcheck.devices import DEVICE_TYPES
 from distcheck.runner.records import CaseRecord
-from distcheck.suites import CaseId, get_suite, suite_names
-from distcheck.suites.base import BuiltCase, UsageError
+from distcheck.suites import DEFAULT_SUITE, CaseId, get_suite, suite_names
+from distcheck.suites.base import SEPARATOR, BuiltCase, UsageError
 
 SCRIPT_NAME = "repro.py"
 
 
-def command(case: CaseId | CaseRecord, mode: str) -> str:
-    """The shell command that writes and runs a case's reproducer."""
+def command(case: CaseId | CaseRecord, mode: str, spec: str | None = None) -> str:
+    """The shell command that writes and runs a case's reproducer; ``spec``: what ``--suite``
+    took to load the case's suite (its name if None), named when it is not the id's suite."""
     case = case.case if isinstance(case, CaseRecord) else case
-    words = ["distcheck", "repro", str(case)] + (["--mode", mode] if mode != "fast" else [])
+    suite = ["--suite", spec] if spec is not None and spec != case.suite else []
+    words = ["distcheck", "repro", *suite, str(case)] + (["--mode", mode] if mode != "fast" else [])
     return f"{' '.join(shlex.quote(w) for w in words)} > {SCRIPT_NAME} && python {SCRIPT_NAME}"
 
 
 def case_id(text: str, suite: str | None) -> CaseId:
-    """The case named by ``text``: a full id, or an id without its suite part with ``suite``
-    (default torch-opinfo). Raises UsageError."""
-    first = text.split("::", 1)[0]
-    full = text if first in suite_names() else f"{suite or 'torch-opinfo'}::{text}"
+    """The case named by ``text``: a full id, or an id without its suite part of suite ``suite``
+    (a suite's name; default torch-opinfo). Raises UsageError."""
+    parts = text.split(SEPARATOR)
+    # suite::op[::device]::dtype::sampleN::check has 5 or 6 parts, op[::device]::dtype::sampleN::check 4 or 5
+    named = parts[0] in (*suite_names(), suite) or len(parts) == 6 or (len(parts) == 5 and parts[1] not in DEVICE_TYPES)
+    full = text if named else f"{suite or DEFAULT_SUITE}{SEPARATOR}{text}"
     try:
         case = CaseId.parse(full)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if suite is not None and case.suite != suite:
         raise UsageError(f"case {text!r} is of suite {case.suite!r}, not --suite {suite!r}")
+    if suite is None and case.suite not in suite_names():
+        raise UsageError(
+            f"case {text!r} is of suite {case.suite!r}, which is neither built in nor installed: name it with "
+            "--suite MODULE:NAME (the module and attribute that hold it)"
+        )
     if case.sample is None:
         raise UsageError(f"{case} is not a runnable case (no sample): it was skipped or expected to fail as a whole")
     return case
@@ -74,8 +84,9 @@ def _calls(built: BuiltCase) -> list[str]:
     return lines
 
 
-def script(case: CaseId, mode: str, built: BuiltCase, engine: str) -> str:
-    """The reproducer of ``built`` (case ``case`` of a suite in ``mode`` on ``engine``)."""
+def script(case: CaseId, mode: str, built: BuiltCase, engine: str, spec: str | None = None) -> str:
+    """The reproducer of ``built`` (case ``case`` of a suite in ``mode`` on ``engine``, loaded by
+    ``spec``: its name if None)."""
     if engine == "torch":
         checker, imports = "torch.autograd.gradcheck", ["from torch.autograd.gradcheck import gradcheck, gradgradcheck"]
     else:
@@ -108,7 +119,7 @@ from distcheck.suites import CaseId, get_suite
 
 warnings.simplefilter("ignore")  # as in the run: warnings never fail a check
 
-case = get_suite({case.suite!r}, {mode!r}).build(CaseId.parse({str(case)!r}))
+case = get_suite({spec or case.suite!r}, {mode!r}).build(CaseId.parse({str(case)!r}))
 assert case.fingerprint == {built.fingerprint!r}, "the rebuilt inputs differ from the run's"
 print("checking", case.func, "on inputs of shapes", [tuple(x.shape) for x in case.inputs])
 
@@ -117,10 +128,13 @@ with get_engine({engine!r}).threads(1):  # as on the run's workers'''
     return f'{head}\n{body}\n\nprint("passed")\n'
 
 
-def reproducer(text: str, suite: str | None, mode: str) -> str:
-    """``distcheck repro``: the script of the case named ``text``. Raises UsageError."""
-    case = case_id(text, suite)
-    chosen = get_suite(case.suite, mode)
+def reproducer(text: str, spec: str | None, mode: str) -> str:
+    """``distcheck repro``: the script of the case named ``text`` of the suite ``spec`` loads
+    (``--suite``: a name or ``MODULE:NAME``; None: the suite the id names). Raises UsageError."""
+    chosen = None if spec is None else get_suite(spec, mode)
+    case = case_id(text, None if chosen is None else chosen.name)
+    if chosen is None:
+        chosen = get_suite(case.suite, mode)
     chosen.prepare()
     try:
         built = chosen.build(case)
@@ -128,4 +142,4 @@ def reproducer(text: str, suite: str | None, mode: str) -> str:
         raise UsageError(str(e)) from None
     except Exception as e:  # the case's own sample construction fails: say so in one line
         raise UsageError(f"rebuilding {case} failed: {type(e).__name__}: {e}") from None
-    return script(case, mode, built, chosen.engine)
+    return script(case, mode, built, chosen.engine, spec)

@@ -30,6 +30,7 @@ from distcheck.suites.base import (
 )
 from distcheck.suites.loading import SuiteLoadError, SuiteSource, installed_sources, is_spec, load
 
+DEFAULT_SUITE = "torch-opinfo"  # what --suite defaults to; the suite of a case id given without one
 _SUITES = {
     "torch-opinfo": "distcheck.suites.torch_opinfo:TorchOpInfoSuite",
     "tensorplay-opinfo": "distcheck.suites.tensorplay_opinfo:TensorplayOpInfoSuite",
@@ -37,6 +38,7 @@ _SUITES = {
 
 __all__ = [
     "CHECK_KINDS",
+    "DEFAULT_SUITE",
     "MODES",
     "BuiltCase",
     "CaseId",

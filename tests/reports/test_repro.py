@@ -73,9 +73,46 @@ def test_the_command_shown_in_reports():
         (["torch-opinfo::add::float64::sample0::grad", "--suite", "tensorplay-opinfo"], "not --suite"),
         (["torch-opinfo::addd::float64::sample0::grad"], "unknown op 'addd'"),
         (["torch-opinfo::add::float64::sample9999::grad"], "samples in torch.float64 (asked for sample 9999)"),
+        (
+            ["my-kernels::badcube::float64::sample1::grad"],
+            "case 'my-kernels::badcube::float64::sample1::grad' is of suite 'my-kernels', which is neither built in "
+            "nor installed: name it with --suite MODULE:NAME",
+        ),
+        (["declared::sin::float64::sample0::grad", "--suite", "example-functions"], "not --suite 'example-functions'"),
     ],
 )
 def test_usage_errors(argv, message, capsys):
     assert main(["repro", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+DECLARED = "tests.suites.declared_suites:suite"  # a suite named "declared", loaded from its module
+
+
+@pytest.mark.parametrize("text", ["declared::sin::float64::sample0::grad", "sin::float64::sample0::grad"])
+def test_a_suite_loaded_from_a_module_is_reproduced_by_its_spec(text, capsys):
+    script = _script(capsys, [text, "--suite", DECLARED])
+    assert f"case = get_suite({DECLARED!r}, 'fast').build(CaseId.parse('declared::sin::float64::sample0::grad'))" in (
+        script
+    )
+    compile(script, "repro.py", "exec")
+
+
+def test_commands_name_the_suites_spec_and_device():
+    from distcheck.reports.console import reproduce_command
+    from distcheck.runner.records import CaseRecord
+
+    case = CaseId("declared", "wrong", "float64", "grad", 0)
+    assert repro.command(case, "fast", DECLARED) == (
+        f"distcheck repro --suite {DECLARED} declared::wrong::float64::sample0::grad > repro.py && python repro.py"
+    )
+    assert repro.command(case, "fast", "declared") == repro.command(case, "fast")  # an installed suite: its name
+    assert reproduce_command(CaseRecord(case, "fail"), "slow", DECLARED) == (
+        f"distcheck run --suite {DECLARED} --ops wrong --dtypes float64 --checks grad "
+        "-k declared::wrong::float64::sample0::grad --serial --mode slow"
+    )
+    on_gpu = CaseRecord(CaseId("torch-opinfo", "sinh", "float64", "grad", 0, "cuda"), "fail")
+    assert reproduce_command(on_gpu, "fast").endswith(
+        "-k torch-opinfo::sinh::cuda::float64::sample0::grad --serial --device cuda"
+    )
