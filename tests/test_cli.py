@@ -58,6 +58,9 @@ BAD_INPUTS = [
     (["run", "--suite", "nope", "--serial"], "unknown suite 'nope'"),
     (["run", "--ops", "add", "--dtypes", "float16", "--serial"], "unknown dtype 'float16'"),
     (["list", "--ops", "addd"], "unknown op 'addd' in op_db (did you mean add"),
+    (["run", "--ops", "div"], "unknown op 'div' in op_db (did you mean div.no_rounding_mode, div.trunc_rounding"),
+    (["list", "--ops", "conv2d"], "unknown op 'conv2d' in op_db (did you mean nn.functional.conv2d, "),
+    (["list", "--ops", "relu"], "unknown op 'relu' in op_db (did you mean nn.functional.relu, "),
     (["list", "--ops", "add", "-k", "no-such-case"], "no case matches the selection"),
     (["run", "--suite", "fake", "--ops", "sin", "--serial", "-k", "no-such-case"], "no case matches the selection"),
     (["run", "--suite", "fake", "--ops", "sin", "-k", "sin::float32"], "no case matches"),  # Ray not started
@@ -170,6 +173,19 @@ def test_list(capsys):
         "torch-opinfo::cdist::float64::gradgrad\t[skipped] "
         "Op claims it doesn't support gradgrad. This is not verified.\n"
     )
+
+
+def test_list_op_names(fake, capsys):
+    """``distcheck list --ops``: the suite's op names, one a line, of the selected cases."""
+    from tests.runner.fake_suite import OPS
+
+    assert main(["list", "--suite", "fake", "--ops"]) == 0
+    assert capsys.readouterr().out.split() == list(OPS)
+    declared = ["list", "--ops", "--suite", "tests.suites.declared_suites:suite"]
+    assert main([*declared, "--checks", "gradgrad", "--dtypes", "float64"]) == 0
+    assert capsys.readouterr().out.split() == ["sin", "skipped"]
+    assert main([*declared, "-k", "wro"]) == 0 and capsys.readouterr().out.split() == ["wrong"]
+    assert main([*declared, "-k", "nothing"]) == 2 and "no case matches" in capsys.readouterr().err
 
 
 def test_run_passing_cases(fake, capsys, tmp_path, monkeypatch):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Iterator
 
 from distcheck.devices import id_device
-from distcheck.suites import CHECK_KINDS, DEFAULT_SUITE, MODES, GroupInfo, Selection, UsageError, get_suite
+from distcheck.suites import CHECK_KINDS, DEFAULT_SUITE, MODES, CaseInfo, GroupInfo, Selection, UsageError, get_suite
 from distcheck.suites.base import Suite
 
 USAGE_ERROR = 2
@@ -54,7 +55,12 @@ def positive(kind: type):
     return parse
 
 
-def selection_arguments(parser: argparse.ArgumentParser) -> None:
+OP_NAMES = object()  # ``distcheck list --ops`` (no names): list the op names, not the cases (argparse converts a str)
+
+
+def selection_arguments(parser: argparse.ArgumentParser, op_names: bool = False) -> None:
+    """The options that choose a suite's cases; ``op_names``: ``--ops`` without a value is
+    :data:`OP_NAMES` (``distcheck list``)."""
     parser.add_argument(
         "--suite",
         default=DEFAULT_SUITE,
@@ -75,7 +81,18 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
         default=CHECK_KINDS,
         help=f"comma-separated check kinds (default: all of {','.join(CHECK_KINDS)})",
     )
-    parser.add_argument("--ops", type=names, help="comma-separated op names (default: every op)")
+    if op_names:
+        parser.add_argument(
+            "--ops",
+            type=names,
+            nargs="?",
+            const=OP_NAMES,
+            help="comma-separated op names (default: every op); without names: list the suite's op names",
+        )
+    else:
+        parser.add_argument(
+            "--ops", type=names, help="comma-separated op names (default: every op; `distcheck list --ops` lists them)"
+        )
     parser.add_argument("--dtypes", type=names, help="comma-separated dtypes (default: float64,complex128)")
     parser.add_argument("-k", dest="substring", metavar="SUBSTRING", help="only case ids containing SUBSTRING")
     parser.add_argument("--max-cases", type=positive(int), metavar="N", help="only the first N cases")
@@ -108,15 +125,20 @@ def selection(args: argparse.Namespace) -> Selection:
     return Selection(checks=args.checks, dtypes=args.dtypes, ops=args.ops, substring=args.substring)
 
 
-def check_selected(loaded: Suite, chosen: Selection, max_cases: int | None) -> None:
-    """UsageError unless ``chosen`` may select a case of ``loaded``, as far as the driver knows
-    before anything starts (a group's samples are listed where it runs): a case decided
-    without running, or a group whose case ids may contain ``-k``'s substring. Unknown names
-    raise here too."""
+def selected_work(loaded: Suite, chosen: Selection, max_cases: int | None = None) -> Iterator[GroupInfo | CaseInfo]:
+    """What a run of ``chosen`` enumerates on the driver (groups, and cases decided without
+    running), less the groups none of whose case ids can contain ``-k``'s substring: as far as
+    the driver knows before anything starts (a group's samples are listed where it runs).
+    Unknown names raise UsageError."""
     from distcheck.runner.runner import work
 
     device = id_device(getattr(loaded, "device", "cpu"))
     for item in work(loaded, chosen, max_cases):
         if not isinstance(item, GroupInfo) or chosen.may_want(item, device):
-            return
-    raise UsageError("no case matches the selection")
+            yield item
+
+
+def check_selected(loaded: Suite, chosen: Selection, max_cases: int | None) -> None:
+    """UsageError unless ``chosen`` may select a case of ``loaded`` (see :func:`selected_work`)."""
+    if next(selected_work(loaded, chosen, max_cases), None) is None:
+        raise UsageError("no case matches the selection")

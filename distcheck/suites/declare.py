@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import difflib
 import functools
 import inspect
 import threading
@@ -73,6 +72,7 @@ from distcheck.suites.base import (
     UsageError,
     enumerate_cases,
 )
+from distcheck.suites.suggest import hint
 from distcheck.suites.torch_opinfo.calls import check_calls
 from distcheck.suites.torch_opinfo.fingerprint import values_fingerprint
 from distcheck.suites.torch_opinfo.samples import SAMPLE_SEED, seed_everything
@@ -222,9 +222,7 @@ class DeclaredSuite:
 
     def op(self, name: str) -> Op:
         if name not in self._by_name:
-            close = difflib.get_close_matches(name, self._by_name, n=3)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise UsageError(f"unknown op {name!r} in suite {self.name!r}{hint}")
+            raise UsageError(f"unknown op {name!r} in suite {self.name!r}{hint(name, self._by_name)}")
         return self._by_name[name]
 
     def groups(self, selection: Selection) -> Iterator[GroupInfo | CaseInfo]:

@@ -4,12 +4,12 @@ for its ops and dtypes."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 
 import torch
 
 from distcheck.suites.base import UsageError
+from distcheck.suites.suggest import hint
 from distcheck.suites.torch_opinfo.device_seeding import skip_stacks_of_unavailable_backends
 from distcheck.suites.torch_opinfo.pytorch_names import CUSTOM_OP_DB, HOP_DB, OP_DB
 
@@ -51,9 +51,7 @@ def database_of(op) -> str:
 def op_named(name: str):
     table = op_table()
     if name not in table:
-        close = difflib.get_close_matches(name, table, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise UsageError(f"unknown op {name!r} in op_db{hint}")
+        raise UsageError(f"unknown op {name!r} in op_db{hint(name, table)} (`distcheck list --ops` lists them)")
     return table[name]
 
 
