@@ -25,6 +25,21 @@ def test_readme_example_runs(index):
     exec(compile(EXAMPLES[index], f"README example {index}", "exec"), {})
 
 
+def test_the_ray_example_runs_where_it_says(tmp_path):
+    """The README's ``executor="ray"`` example says its check stays in this process (under 1 s of
+    estimated work) and starts no Ray: run alone, it leaves Ray uninitialized."""
+    import os
+    import subprocess
+    import sys
+
+    (example,) = [e for e in EXAMPLES if 'executor="ray")  # under 1 s of work: checked here, no Ray started' in e]
+    script = f"{example}\nimport ray\nprint('ray started:', ray.is_initialized())\n"
+    variables = ("DISTCHECK_EXECUTOR", "DISTCHECK_RAY_ADDRESS", "DISTCHECK_LOCAL_BELOW", "DISTCHECK_RAY_SESSION")
+    env = {k: v for k, v in os.environ.items() if k not in variables}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ray started: False"), done.stderr[-2000:]
+
+
 def test_readme_is_short():
     assert len(TEXT.splitlines()) <= MAX_LINES
 

@@ -56,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args, argv)
     except UsageError as e:
         print(f"distcheck: error: {e}", file=sys.stderr)
-        ray = sys.modules.get("ray")  # e.g. a cluster without the run's GPUs: Ray was started to find out
-        if ray is not None and ray.is_initialized():
-            ray.shutdown()
+        if "ray" in sys.modules:  # e.g. a cluster without the run's GPUs: Ray was started to find out
+            from distcheck.executors.ray_settings import stop_ray
+
+            stop_ray()
         return USAGE_ERROR
     except ImportError as e:
         print(

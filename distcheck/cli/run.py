@@ -49,8 +49,9 @@ def add_parser(commands) -> None:
     where.add_argument("--serial", action="store_true", help="run every case in this process, in order")
     where.add_argument(
         "--address",
-        help="Ray cluster to use (default: a new local Ray on all cores; 'auto': the one started on this "
-        "machine with `ray start`; host:port)",
+        help="Ray cluster to use (default: a new local Ray on all cores): host:port or ray://host:port; 'auto' is "
+        "Ray's own lookup: the cluster `ray start` began on this machine, else any Ray running here, another "
+        "process's ray.init() session included",
     )
     run.add_argument(
         "--timeout",
@@ -266,7 +267,8 @@ def _write_reports(args: argparse.Namespace, run, known) -> None:
 
 
 def _shutdown_ray() -> None:
-    """Stop the local Ray this run started (or leave the cluster it joined) now, not at exit."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
+    """Stop the local Ray this run started, its spilled objects removed (or leave the cluster it
+    joined) now, not at exit."""
+    from distcheck.executors.ray_settings import stop_ray
+
+    stop_ray()

@@ -36,14 +36,18 @@ from distcheck.executors.ray_settings import (
     CPUS_VARIABLE,
     LOCAL_BELOW,
     LOCAL_BELOW_VARIABLE,
+    JacobianBudgetError,
     LocalResults,
+    check_jacobian_budget,
     default_block_bytes,
+    default_max_jacobian_bytes,
     is_small,
     local_below,
     local_cpus,
     planned_workers,
     resolve_address,
     settled_below,
+    stop_ray,
     take_by_value,
 )
 from distcheck.executors.ray_start import WARM_TIMEOUT, cluster_cpus, cluster_gpus, ensure_ray, warm_libraries
@@ -58,6 +62,7 @@ __all__ = [  # with the Ray-free settings of ray_settings and the starting of Ra
     "CPUS_VARIABLE",
     "LOCAL_BELOW",
     "LOCAL_BELOW_VARIABLE",
+    "JacobianBudgetError",
     "WARM_TIMEOUT",
     "LocalResults",
     "RayExecutor",
@@ -70,6 +75,7 @@ __all__ = [  # with the Ray-free settings of ray_settings and the starting of Ra
     "local_below",
     "local_cpus",
     "resolve_address",
+    "stop_ray",
     "warm_libraries",
 ]
 
@@ -117,6 +123,10 @@ class RayExecutor:
     pickled always runs in-process. ``share``: the workers a check is cut for, a share of the
     cluster's (None: all of them; never more). ``tasks``: what starts a check's tasks (default
     :class:`RayTasks` of ``max_retries``, ``gpus`` and ``cancel_grace``).
+    ``max_jacobian_mb``: a slow-mode check whose numerical and analytical Jacobians need more is
+    refused with :class:`JacobianBudgetError` before it runs (on Ray they sit in the object
+    store, spilled to disk when it is full; default ``$DISTCHECK_MAX_JACOBIAN_MB``, else a
+    quarter of this machine's RAM; ``math.inf``: none).
     """
 
     name = "ray"
@@ -134,8 +144,10 @@ class RayExecutor:
         local_below: float = 0.0,
         share: int | None = None,
         tasks: RayTasks | None = None,
+        max_jacobian_mb: float | None = None,
     ):
         self.block_bytes = default_block_bytes() if block_bytes is None else block_bytes
+        self.max_jacobian_bytes = default_max_jacobian_bytes() if max_jacobian_mb is None else max_jacobian_mb * 2**20
         self.address, self.runtime_env, self.gpus = address, runtime_env, gpus
         self.local_below, self.share = local_below, share
         self.tasks = tasks if tasks is not None else RayTasks(max_retries, gpus, cancel_grace)
@@ -184,13 +196,15 @@ class RayExecutor:
 
     def place(self, subject: Subject, units: Sequence[Unit]) -> str:
         """Where a check runs: "ray", or in-process: "small" (estimated work under
-        ``local_below`` seconds) or "unpicklable" (its subject cannot be sent to workers)."""
+        ``local_below`` seconds) or "unpicklable" (its subject cannot be sent to workers).
+        JacobianBudgetError, before Ray is started, for a check over the Jacobian budget."""
         if is_small(subject, units, self.local_below):
             return "small"
         try:
             pickled = dumps_subject(subject)
         except Exception:  # pickling raises whatever the object's __reduce__ raises
             return "unpicklable"
+        check_jacobian_budget(units, self.max_jacobian_bytes)
         ensure_ray(self.address, self.runtime_env)
         self._subject_ref(subject, pickled)
         return "ray"

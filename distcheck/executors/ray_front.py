@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from distcheck.executors.ray_settings import (
     ADDRESS_VARIABLE,
     LOCAL_BELOW,
+    MAX_JACOBIAN_MB_VARIABLE,
     RAY_START_SECONDS,
     LocalResults,
     default_block_bytes,
@@ -43,13 +44,21 @@ class RayFront:
     seconds runs in-process without Ray, and so do, while none runs, the checks before starting
     Ray pays off (see :meth:`place`); the others go to a
     :class:`~distcheck.executors.ray_executor.RayExecutor` at ``address``, made (and Ray
-    imported, started or joined) when the first of them comes. Every submission of a check
-    goes where its first went."""
+    imported, started or joined) when the first of them comes, with the Jacobian budget
+    ``max_jacobian_mb`` (None: its default). Every submission of a check goes where its first
+    went."""
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, local_below: float = LOCAL_BELOW, start: float = RAY_START_SECONDS):
+    def __init__(
+        self,
+        address: str | None = None,
+        local_below: float = LOCAL_BELOW,
+        start: float = RAY_START_SECONDS,
+        max_jacobian_mb: float | None = None,
+    ):
         self.address, self.local_below, self.start = address, local_below, start
+        self.max_jacobian_mb = max_jacobian_mb  # the Ray executor's Jacobian budget (None: its default)
         self.forgone = 0.0  # seconds a running Ray would have saved on the checks kept here for want of it
         self._ray: RayExecutor | None = None
         self._placed: dict[int, str | None] = {}  # per live subject: where it runs here (None: Ray)
@@ -60,7 +69,8 @@ class RayFront:
             if self._ray is None:
                 from distcheck.executors.ray_executor import RayExecutor
 
-                self._ray = RayExecutor(self.address, local_below=0.0)  # small checks are decided here
+                # small checks are decided here
+                self._ray = RayExecutor(self.address, local_below=0.0, max_jacobian_mb=self.max_jacobian_mb)
             return self._ray
 
     def _running(self) -> bool:
@@ -124,14 +134,14 @@ class RayFront:
         return f"RayFront(address={self.address!r}, local_below={self.local_below!r})"
 
 
-_defaults: dict[tuple[str | None, float], RayFront] = {}
+_defaults: dict[tuple[str | None, float, str], RayFront] = {}
 
 
 def default_ray_executor() -> RayFront:
-    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``
-    and threshold)."""
+    """The executor behind ``executor="ray"``: one per process (per ``$DISTCHECK_RAY_ADDRESS``,
+    threshold and ``$DISTCHECK_MAX_JACOBIAN_MB``)."""
     address = os.environ.get(ADDRESS_VARIABLE, "").strip() or None
-    key = (address, local_below())
+    key = (address, local_below(), os.environ.get(MAX_JACOBIAN_MB_VARIABLE, "").strip())
     with _lock:
         if key not in _defaults:
             _defaults[key] = RayFront(address, key[1])

@@ -2,15 +2,19 @@
 here imports Ray (importing it costs a process more than half a second of CPU; the pytest
 plugin and ``executor="ray"`` decide without it where a small check runs).
 
-The environment variables, the block budget, the CPUs of a Ray not started yet, whether a
-check is small enough to run in-process, and the test modules whose code travels to Ray by
-value (registered with Ray's pickler by the Ray executor, at the first check it pickles).
+The environment variables, the block budget, the Jacobian budget, the CPUs of a Ray not
+started yet, whether a check is small enough to run in-process, the spill folder of a local
+Ray and its removal, and the test modules whose code travels to Ray by value (registered with
+Ray's pickler by the Ray executor, at the first check it pickles).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from types import ModuleType
@@ -19,6 +23,8 @@ from distcheck.executors.serial import SerialResults
 from distcheck.plan.cost_model import CostModel, work_seconds
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
+from distcheck.plan.units.numerical import NumericalColumns
+from distcheck.plan.units.slots import slots_bytes
 
 ADDRESS_VARIABLE = "DISTCHECK_RAY_ADDRESS"
 # The CPUs of the cluster at $DISTCHECK_RAY_ADDRESS, when known (the pytest plugin's xdist
@@ -35,6 +41,12 @@ LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
 RAY_START_SECONDS = 5.0
 BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
 DEFAULT_BLOCK_BYTES = 64 * 2**20
+# A check's Jacobians on Ray live in the object store, spilled to disk when it is full: a
+# check whose numerical and analytical Jacobians need more than this budget is refused before
+# anything runs ($DISTCHECK_MAX_JACOBIAN_MB, else this share of the machine's RAM, as the
+# command line's --max-jacobian-mb).
+MAX_JACOBIAN_MB_VARIABLE = "DISTCHECK_MAX_JACOBIAN_MB"
+RAM_FRACTION = 0.25
 
 _lock = threading.Lock()
 _by_value: list[ModuleType] = []  # modules whose functions travel to Ray by value, not yet registered
@@ -44,6 +56,43 @@ def default_block_bytes() -> float:
     """The per-process block budget: ``$DISTCHECK_BLOCK_MB`` megabytes, else 64 MB."""
     text = os.environ.get(BLOCK_MB_VARIABLE, "").strip()
     return float(text) * 2**20 if text else DEFAULT_BLOCK_BYTES
+
+
+def default_max_jacobian_bytes() -> float:
+    """The Jacobian budget of a check on Ray: ``$DISTCHECK_MAX_JACOBIAN_MB`` megabytes, else a
+    quarter of this machine's RAM."""
+    text = os.environ.get(MAX_JACOBIAN_MB_VARIABLE, "").strip()
+    if text:
+        return float(text) * 2**20
+    return RAM_FRACTION * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class JacobianBudgetError(MemoryError):
+    """A check's Jacobians would take more than the Ray executor's budget: refused before any
+    of its work runs."""
+
+
+def jacobian_bytes(units: Sequence[Unit]) -> int:
+    """Bytes of a slow-mode check's numerical and analytical Jacobians: its finite-difference
+    columns' blocks, twice (the analytical Jacobian has the same shape). 0 in fast mode."""
+    return 2 * sum(u.size * slots_bytes(u.outputs) for u in units if isinstance(u, NumericalColumns))
+
+
+def check_jacobian_budget(units: Sequence[Unit], max_bytes: float) -> None:
+    """JacobianBudgetError if the check of ``units`` needs more than ``max_bytes``."""
+    needed = jacobian_bytes(units)
+    if needed > max_bytes:
+        raise JacobianBudgetError(
+            f"this check's numerical and analytical Jacobians would take {_mb(needed)}, over the Ray "
+            f"executor's budget of {_mb(max_bytes)} (on Ray they are held in the object store, and "
+            "spilled to disk when it is full); raise it with RayExecutor(max_jacobian_mb=M) or "
+            f"${MAX_JACOBIAN_MB_VARIABLE}, or check in fast mode (fast_mode=True), which needs no whole Jacobian"
+        )
+
+
+def _mb(count: float) -> str:
+    mb = count / 2**20
+    return f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.3g} MB"
 
 
 def local_cpus() -> int:
@@ -121,6 +170,32 @@ def ray_saving(work: float, workers: int | None) -> float:
     if workers is None:
         return work
     return 0.0 if workers <= 1 else work * (workers - 1) / workers
+
+
+_spill_folders: list[str] = []
+
+
+def new_spill_folder() -> str:
+    """A new folder (under the temporary folder, ``$TMPDIR``) for the objects a local Ray that
+    distcheck starts spills to disk; removed by :func:`stop_ray`, called at exit too (Ray
+    itself leaves its spilled objects behind when it stops)."""
+    with _lock:
+        if not _spill_folders:
+            atexit.register(stop_ray)  # after Ray's own exit handler was registered: runs before it
+        folder = tempfile.mkdtemp(prefix="distcheck-ray-spill-")
+        _spill_folders.append(folder)
+        return folder
+
+
+def stop_ray() -> None:
+    """Stop this process's Ray, if it has one (a local Ray ends; a cluster it joined goes on),
+    and remove the spill folders of the local Rays distcheck started here."""
+    ray = sys.modules.get("ray")
+    if ray is not None and hasattr(ray, "is_initialized") and ray.is_initialized():
+        ray.shutdown()
+    with _lock:
+        while _spill_folders:
+            shutil.rmtree(_spill_folders.pop(), ignore_errors=True)
 
 
 def pickle_by_value(module: ModuleType) -> None:

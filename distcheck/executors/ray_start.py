@@ -16,7 +16,7 @@ import time
 import ray
 
 from distcheck.engines import get_engine, registry
-from distcheck.executors.ray_settings import local_cpus, resolve_address
+from distcheck.executors.ray_settings import local_cpus, new_spill_folder, resolve_address
 from distcheck.executors.session_ray import request_address, session_folder
 
 # Environment of every worker this driver starts: one thread per task, whatever the library.
@@ -36,9 +36,10 @@ def ensure_ray(address: str | None = None, runtime_env: dict | None = None, *, w
     """Initialize Ray in this process unless it already is (an initialized Ray is reused as is).
 
     ``address``: None means ``$DISTCHECK_RAY_ADDRESS``, else ``$RAY_ADDRESS`` (set by
-    ``ray job submit``), else a new local Ray on all this machine's cores; ``"auto"`` joins the
-    cluster started on this machine with ``ray start``; ``"host:port"`` or
-    ``"ray://host:port"`` joins that cluster. ``runtime_env`` is merged into the job's runtime
+    ``ray job submit``), else a new local Ray on all this machine's cores; ``"host:port"`` or
+    ``"ray://host:port"`` joins that cluster; ``"auto"`` is handed to Ray as it is: the cluster
+    ``ray start`` began on this machine, else any Ray running here (another process's
+    ``ray.init()`` session included). ``runtime_env`` is merged into the job's runtime
     environment (e.g. ``{"py_modules": [...]}`` to ship code to cluster nodes). ``warm``:
     False for a process that starts a Ray for others and submits no task itself (workers are
     per job: warming its own would be work for nothing).
@@ -65,6 +66,7 @@ def _init(address: str | None, runtime_env: dict | None) -> None:
             num_cpus=local_cpus(),
             include_dashboard=False,
             runtime_env=env,
+            object_spilling_directory=new_spill_folder(),  # removed when distcheck stops this Ray
             _system_config={"task_oom_retries": TASK_OOM_RETRIES},
         )
         return
