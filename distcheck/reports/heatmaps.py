@@ -1,10 +1,13 @@
 """Heatmaps of a failure's Jacobian blocks (matplotlib, drawn off-screen to PNG).
 
-Panels: the numerical and the analytical block (real and imaginary parts for complex blocks),
-and |analytical − numerical| against the tolerance, as log10(|a − n| / (atol + rtol·|n|)):
-above 0 (red) an element is outside the tolerance. The largest violation is marked on every
-panel; axes are Jacobian rows (input elements) and columns (output elements), in the whole
-block's numbering when the blocks are a window of it.
+Panels: the numerical and the analytical block (real and imaginary parts for complex blocks,
+on a second row), and |analytical − numerical| against the tolerance, as
+log10(|a − n| / (atol + rtol·|n|)): above 0 (red) an element is outside the tolerance. The
+largest violation is marked on every panel; axes are Jacobian rows (input elements) and
+columns (output elements), in the whole block's numbering when the blocks are a window of it.
+Each colour bar says what its colours measure, and the figure's title which block it shows.
+Drawn at :data:`PANEL_INCHES` a panel and :data:`DPI` (about 480 × 420 pixels a panel): the
+report shows the picture at its page's width.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import numpy as np
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.artifacts import CaseBlocks
 
-DPI = 72
+DPI = 100
+PANEL_INCHES = (4.8, 4.2)  # width, height of one panel
 ANNOTATED = 36  # blocks of at most this many elements show their values
+TITLE, LABEL, TICKS = 12, 10, 9  # font sizes
 
 
 def _pyplot():
@@ -38,19 +43,20 @@ def excess(blocks: FailureBlocks) -> np.ndarray:
     return np.nan_to_num(ratio, nan=np.inf, posinf=np.inf, neginf=-12.0)
 
 
-def _panels(blocks: FailureBlocks) -> list[tuple[str, np.ndarray, str]]:
+def _panels(blocks: FailureBlocks) -> list[list[tuple[str, np.ndarray, str]]]:
+    """Rows of panels: the values (real parts, then imaginary parts on a row of their own for
+    complex blocks) with the excess at the end of the first row."""
     n, a = blocks.numerical, blocks.analytical
+    excess_panel = ("log10(|a − n| / (atol + rtol·|n|))", excess(blocks), "excess")
     if np.iscomplexobj(n) or np.iscomplexobj(a):
-        values = [
-            ("numerical (real part)", np.real(n)),
-            ("analytical (real part)", np.real(a)),
-            ("numerical (imaginary part)", np.imag(n)),
-            ("analytical (imaginary part)", np.imag(a)),
-        ]
+        real = [("numerical, real part", np.real(n)), ("analytical, real part", np.real(a))]
+        imaginary = [("numerical, imaginary part", np.imag(n)), ("analytical, imaginary part", np.imag(a))]
+        rows = [real, imaginary]
     else:
-        values = [("numerical", n), ("analytical", a)]
-    panels = [(title, np.asarray(v, dtype=float), "values") for title, v in values]
-    return panels + [("log10(|a − n| / (atol + rtol·|n|))", excess(blocks), "excess")]
+        rows = [[("numerical", n), ("analytical", a)]]
+    panels = [[(title, np.asarray(v, dtype=float), "values") for title, v in row] for row in rows]
+    panels[0].append(excess_panel)
+    return panels
 
 
 def _draw(plt, axis, blocks: CaseBlocks, title: str, data: np.ndarray, kind: str, limit: float) -> None:
@@ -61,33 +67,47 @@ def _draw(plt, axis, blocks: CaseBlocks, title: str, data: np.ndarray, kind: str
     if kind == "excess":
         shown = np.clip(data, -6, 6)
         image = axis.imshow(shown, cmap="RdBu_r", vmin=-6, vmax=6, extent=extent, aspect="auto")
+        label = "log10 of difference / allowed (> 0: outside)"
     else:
         image = axis.imshow(data, cmap="viridis", vmin=-limit, vmax=limit, extent=extent, aspect="auto")
-    plt.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+        label = "Jacobian entry"
+    bar = plt.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+    bar.set_label(label, fontsize=LABEL)
+    bar.ax.tick_params(labelsize=TICKS)
     if rows * columns <= ANNOTATED:  # a tiny block: its numbers too
         for (r, c), value in np.ndenumerate(data):
-            axis.text(blocks.col0 + c, blocks.row0 + r, f"{value:.3g}", ha="center", va="center", fontsize=7)
+            axis.text(blocks.col0 + c, blocks.row0 + r, f"{value:.3g}", ha="center", va="center", fontsize=TICKS)
     for ruler in (axis.xaxis, axis.yaxis):
         ruler.set_major_locator(MaxNLocator(integer=True))
     worst_row, worst_column = blocks.worst
-    axis.plot([worst_column], [worst_row], marker="s", markersize=9, markerfacecolor="none", color="#ff00ff", mew=2)
-    axis.set_title(title, fontsize=9)
-    axis.set_xlabel(f"column (output {blocks.window.output_index} element)", fontsize=8)
-    axis.set_ylabel(f"row (input {blocks.window.input_index} element)", fontsize=8)
-    axis.tick_params(labelsize=7)
+    axis.plot([worst_column], [worst_row], marker="s", markersize=12, markerfacecolor="none", color="#ff00ff", mew=2.5)
+    axis.set_title(title, fontsize=TITLE)
+    axis.set_xlabel(f"column: output {blocks.window.output_index} element", fontsize=LABEL)
+    axis.set_ylabel(f"row: input {blocks.window.input_index} element", fontsize=LABEL)
+    axis.tick_params(labelsize=TICKS)
 
 
 def figure_png(blocks: CaseBlocks) -> bytes:
     """The heatmaps of ``blocks`` as one PNG."""
     plt = _pyplot()
     panels = _panels(blocks.window)
-    finite = [np.abs(d[np.isfinite(d)]) for _, d, kind in panels if kind == "values"]
+    finite = [np.abs(d[np.isfinite(d)]) for row in panels for _, d, kind in row if kind == "values"]
     limit = max((float(x.max()) for x in finite if x.size), default=1.0) or 1.0
-    columns = 3 if len(panels) == 3 else 5
-    figure, axes = plt.subplots(1, columns, figsize=(3.6 * columns, 3.3), dpi=DPI, squeeze=False)
+    rows, columns = len(panels), max(len(row) for row in panels)
+    width, height = PANEL_INCHES
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows + 0.5), dpi=DPI, squeeze=False)
     try:
-        for axis, (title, data, kind) in zip(axes[0], panels):
-            _draw(plt, axis, blocks, title, data, kind, limit)
+        for axes_row, row in zip(axes, panels):
+            for axis, (title, data, kind) in zip(axes_row, row):
+                _draw(plt, axis, blocks, title, data, kind, limit)
+            for axis in axes_row[len(row) :]:
+                axis.set_visible(False)
+        window = blocks.window
+        figure.suptitle(
+            f"Jacobian of output {window.output_index} with respect to input {window.input_index}"
+            f" ({window.mode} mode); magenta square: the largest violation",
+            fontsize=TITLE,
+        )
         figure.tight_layout()
         out = io.BytesIO()
         figure.savefig(out, format="png", dpi=DPI)

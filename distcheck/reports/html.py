@@ -1,14 +1,15 @@
 """The HTML report of a run: one self-contained file (styles, script and pictures inline; it
 loads nothing from the network).
 
-- the summary: verdicts per check kind, time, workers, command, versions;
-- every case in a table filterable by verdict, check kind, dtype and op (the filters are also
-  read from the page address: ``report.html#verdict=fail&check=grad&dtype=float64&op=mm``);
-- the slowest cases;
-- each failure (fail, error, timeout, flaky): its message, its reproducer command and, for a
-  Jacobian mismatch whose blocks the run kept, heatmaps of the numerical and analytical blocks
-  and of |analytical − numerical| against the tolerance with the largest violation marked;
-- with the history (``--history STORE``), its trends across nights (``reports/trends.py``).
+- the verdicts per check kind, then filters by verdict, check kind, dtype and op (also read
+  from the page address: ``report.html#verdict=fail&check=grad&dtype=float64&op=mm``), which
+  choose both the failures' cards and the case table's rows;
+- first, each failure (fail, error, timeout, flaky): its message, its reproducer command and,
+  for a Jacobian mismatch whose blocks the run kept, heatmaps of the numerical and analytical
+  blocks and of |analytical − numerical| against the tolerance with the largest violation marked;
+- then every case in a table, the slowest cases, and the run (time, workers, command, versions).
+- with the history (``--history STORE``), its trends across nights (``reports/trends.py``), after
+  the failures.
 
 A large run stays usable: the table shows at most :data:`TABLE_ROWS` matching rows at a time;
 pictures are drawn for the first :data:`PICTURES_PER_GROUP` failures of each op × check kind ×
@@ -53,8 +54,10 @@ th{background:#f3f3f3}td.n{text-align:right}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.8em;max-height:24em}
 code{background:#f0f0f0;padding:.1em .3em;font-size:.85em;word-break:break-all}
 .failure{border:1px solid #e0b4b4;border-radius:4px;padding:.6em 1em;margin:1em 0}
-.failure img{max-width:100%}.note{color:#555;font-size:.85em}
+.note{color:#555;font-size:.85em}
 #filters label{margin-right:1em}#banner{background:#fdd;padding:.5em;display:none}
+#filters-bar{background:#f7f7f7;border:1px solid #ddd;padding:.5em 1em;margin:1em 0}
+img.heatmap{width:100%;max-width:1500px;height:auto}
 """
 
 SCRIPT = r"""
@@ -142,8 +145,8 @@ def _counts(records: list[CaseRecord], check: str | None) -> Counter:
     return Counter(r.verdict for r in records if check is None or r.case.check == check)
 
 
-def _summary(run: LoadedRun) -> str:
-    records = run.records
+def _verdicts(records: list[CaseRecord]) -> str:
+    """Cases per check kind and verdict."""
     verdicts = list(VERDICTS) + sorted({r.verdict for r in records} - set(VERDICTS))
     checks = [c for c in CHECK_KINDS if any(r.case.check == c for r in records)]
     rows = ["<tr><th>check</th>" + "".join(f"<th>{_e(v)}</th>" for v in verdicts) + "<th>total</th></tr>"]
@@ -153,6 +156,11 @@ def _summary(run: LoadedRun) -> str:
             f'<td class="n v-{_e(v)}">{counts[v]}</td>' if counts[v] else '<td class="n">0</td>' for v in verdicts
         )
         rows.append(f"<tr><th>{_e(check or 'total')}</th>{cells}<td class='n'>{sum(counts.values())}</td></tr>")
+    return f"<table>{''.join(rows)}</table>"
+
+
+def _facts(run: LoadedRun) -> str:
+    """The run's suite, mode, time, workers, command, versions."""
     info = run.info
     facts = [
         ("suite", info.get("suite")),
@@ -160,13 +168,13 @@ def _summary(run: LoadedRun) -> str:
         ("executor", info.get("executor")),
         ("workers", info.get("workers")),
         ("time", f"{info['seconds']:.1f} s" if isinstance(info.get("seconds"), (int, float)) else None),
-        ("cases", len(records)),
+        ("cases", len(run.records)),
         ("command", " ".join(info["command"]) if isinstance(info.get("command"), list) else info.get("command")),
         ("distcheck", info.get("distcheck")),
         ("python", info.get("python")),
     ]
     listed = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts if v is not None)
-    return f"<table>{''.join(rows)}</table><h2>Run</h2><table>{listed}</table>"
+    return f"<table>{listed}</table>"
 
 
 def _case_data(records: list[CaseRecord], mode: str, spec: str | None) -> str:
@@ -280,20 +288,23 @@ def write(out: TextIO, run: LoadedRun, trends: str = "") -> None:
     out.write(
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
         f"<style>{STYLE}</style></head><body><div id='banner'></div><h1>{_e(title)}</h1>"
-        f"<p>{len(run.records)} cases, {bad} failing. Made by distcheck on Python {_e(platform.python_version())}.</p>"
-        f"{TRENDS_LINK if trends else ''}"
-        f"{_summary(run)}<h2>Slowest cases</h2>{_slowest(run.records)}"
-        f"<h2>Cases</h2>{_filters(run.records)}<p id='case-count' class='note'></p>"
-        "<table><thead><tr><th>case</th><th>verdict</th><th>seconds</th><th>message (first line)</th>"
-        "<th>reproducer</th></tr></thead><tbody id='case-rows'></tbody></table>"
-        f"<h2>Failures ({bad})</h2><p class='note'>Pictures: the first {PICTURES_PER_GROUP} failures of each op × "
-        f"check kind × dtype whose Jacobian blocks were kept, {MAX_PICTURES} in all; a card for each of the first "
-        f"{MAX_CARDS} failures; every failure is in the case table. The filters above apply here too.</p>"
+        f"<p>{len(run.records)} cases, {bad} failing. Made by distcheck on Python {_e(platform.python_version())}. "
+        "<a href='#failures'>Failures</a> · <a href='#cases'>Cases</a> · <a href='#slowest'>Slowest cases</a> · "
+        f"<a href='#run'>Run</a></p>{TRENDS_LINK if trends else ''}{_verdicts(run.records)}"
+        f"<div id='filters-bar'>{_filters(run.records)}<p class='note'>The filters choose the failures' cards "
+        "and the rows of the case table.</p></div>"
+        f"<h2 id='failures'>Failures ({bad})</h2><p class='note'>Pictures: the first {PICTURES_PER_GROUP} failures of "
+        f"each op × check kind × dtype whose Jacobian blocks were kept, {MAX_PICTURES} in all; a card for each of the "
+        f"first {MAX_CARDS} failures; every failure is in the case table.</p>"
         "<p id='failure-count' class='note'></p>\n"
     )
     _failures(out, run, mode)
     out.write(trends)
     out.write(
+        "<h2 id='cases'>Cases</h2><p id='case-count' class='note'></p>"
+        "<table><thead><tr><th>case</th><th>verdict</th><th>seconds</th><th>message (first line)</th>"
+        "<th>reproducer</th></tr></thead><tbody id='case-rows'></tbody></table>"
+        f"<h2 id='slowest'>Slowest cases</h2>{_slowest(run.records)}<h2 id='run'>Run</h2>{_facts(run)}"
         f'<script type="application/json" id="case-data">{_case_data(run.records, mode, run.spec)}</script>'
         f"<script>const TABLE_ROWS = {TABLE_ROWS};{SCRIPT}</script></body></html>\n"
     )

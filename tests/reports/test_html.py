@@ -54,6 +54,26 @@ def test_self_contained_with_every_part(tmp_path):
     assert "<expected>" not in text and "\\u003cexpected>" in text  # messages are escaped in the data
 
 
+def _png_size(img: dict) -> tuple[int, int]:
+    import base64
+    import struct
+
+    png = base64.b64decode(img["src"].split(",", 1)[1])
+    return struct.unpack(">II", png[16:24])  # the IHDR chunk's width and height
+
+
+def test_failures_come_first_with_readable_heatmaps(tmp_path):
+    """The failures' cards come before the long case table; a heatmap panel is drawn at about
+    480 × 420 pixels (three panels a row, complex blocks' imaginary parts on a second row),
+    with a title and labelled colour bars."""
+    _, text = _page(tmp_path)
+    assert text.index("id='failures'") < text.index('class="failure"') < text.index("id='case-rows'")
+    assert text.index("id='filters-bar'") < text.index("id='failures'")  # the filters choose both
+    real, complex_ = (_png_size(img) for img in _Page(text).all("img", **{"class": "heatmap"}))
+    assert real[0] >= 1300 and real[1] >= 400 and complex_[1] >= 1.8 * real[1]
+    assert "img.heatmap{width:100%" in text
+
+
 def test_pictures_are_bounded_per_op_check_and_dtype(tmp_path):
     many = [CaseRecord(case("sin", sample=k), "fail", MISMATCH, 0.1, 1) for k in range(5)]
     _, text = _page(tmp_path, many + [CaseRecord(case("cos"), "fail", MISMATCH, 0.1, 1)])
@@ -107,6 +127,7 @@ def test_in_a_real_browser(tmp_path):
     for card in page.all("section", **{"class": "failure"}):
         assert "hidden" not in card
     assert len(page.all("img", **{"class": "heatmap"})) == 2
+    assert dom.index('class="failure"') < dom.index('id="case-rows"')  # the failures first, as drawn
 
     dom, log = _browse(tmp_path, f"file://{path}#verdict=failing&check=grad")
     assert "CONSOLE" not in log
