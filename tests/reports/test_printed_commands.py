@@ -56,15 +56,19 @@ KINDS = [
 
 @pytest.fixture
 def environment(tmp_path) -> dict[str, str]:
-    """This venv's ``distcheck`` and ``python`` first on the PATH, the tests importable, and a
-    package that installs the declared suite as ``declared`` (its metadata on the path)."""
-    site = tmp_path / "site"
+    """This venv's ``distcheck`` and ``python`` first on the PATH, the tests importable."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+
+
+def _installed(environment: dict[str, str], site: Path) -> dict[str, str]:
+    """``environment`` with a package that installs the declared suite as ``declared`` (its
+    metadata on the path): only then is ``declared`` a suite's name a new process knows."""
     info = site / "declared_suite-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: declared-suite\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[distcheck.suites]\ndeclared = {DECLARED}\n")
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, "PATH": path, "PYTHONPATH": f"{ROOT}{os.pathsep}{site}", "PYTHONHASHSEED": "0"}
+    return {**environment, "PYTHONPATH": f"{environment['PYTHONPATH']}{os.pathsep}{site}"}
 
 
 def _shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -78,6 +82,8 @@ def _printed(out: str, label: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "spec", "args", "case", "verdict", "status"), KINDS, ids=[k[0] for k in KINDS])
 def test_rerun_and_repro_commands_work_as_printed(kind, spec, args, case, verdict, status, tmp_path, environment):
+    if kind == "installed":
+        environment = _installed(environment, tmp_path / "site")
     run = [
         "distcheck",
         "run",
