@@ -22,6 +22,7 @@ from distcheck.runner.artifacts import CaseBlocks
 DPI = 100
 PANEL_INCHES = (4.8, 4.2)  # width, height of one panel
 ANNOTATED = 36  # blocks of at most this many elements show their values
+TICKED = 10  # rows (columns) of at most this many are numbered each
 TITLE, LABEL, TICKS = 12, 10, 9  # font sizes
 
 
@@ -77,8 +78,11 @@ def _draw(plt, axis, blocks: CaseBlocks, title: str, data: np.ndarray, kind: str
     if rows * columns <= ANNOTATED:  # a tiny block: its numbers too
         for (r, c), value in np.ndenumerate(data):
             axis.text(blocks.col0 + c, blocks.row0 + r, f"{value:.3g}", ha="center", va="center", fontsize=TICKS)
-    for ruler in (axis.xaxis, axis.yaxis):
-        ruler.set_major_locator(MaxNLocator(integer=True))
+    for ruler, first, count in ((axis.xaxis, blocks.col0, columns), (axis.yaxis, blocks.row0, rows)):
+        if count <= TICKED:  # every element numbered (a locator puts fractions on a block of one)
+            ruler.set_ticks(range(first, first + count))
+        else:
+            ruler.set_major_locator(MaxNLocator(integer=True))
     worst_row, worst_column = blocks.worst
     axis.plot([worst_column], [worst_row], marker="s", markersize=12, markerfacecolor="none", color="#ff00ff", mew=2.5)
     axis.set_title(title, fontsize=TITLE)
