@@ -130,7 +130,7 @@ def selected_work(loaded: Suite, chosen: Selection, max_cases: int | None = None
     running), less the groups none of whose case ids can contain ``-k``'s substring: as far as
     the driver knows before anything starts (a group's samples are listed where it runs).
     Unknown names raise UsageError."""
-    from distcheck.runner.runner import work
+    from distcheck.runner.run import work
 
     device = id_device(getattr(loaded, "device", "cpu"))
     for item in work(loaded, chosen, max_cases):

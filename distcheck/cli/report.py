@@ -54,7 +54,7 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
     check_junit_names(args, str(run.info.get("suite", "")))
     known = of_run(args, run)
     if known is not None:
-        print(console.summary(loaded_result(run), folder=run.folder, marks=known.marks(run.records)))
+        print(console.summary(loaded_result(run), folder=run.folder, marks=known.marks(run.records), spec=run.spec))
     write_files(args, run, known)
     return 0
 
