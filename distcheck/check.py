@@ -14,8 +14,9 @@ from distcheck.engines.tuples import as_tuple
 from distcheck.errors import GradcheckError
 from distcheck.executors import Executor
 from distcheck.options import CheckOptions
+from distcheck.plan.builder import Costs
 from distcheck.plan.cost_model import best_time, work_seconds
-from distcheck.plan.planner import Costs, Plan, plan_gradcheck
+from distcheck.plan.planner import Plan, plan_gradcheck
 from distcheck.reduce.reducer import reduce
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -156,7 +156,7 @@ def weighted_ranges(items: int, weights: Sequence[int]) -> list[tuple[int, int]]
 
 
 def unit_seconds(unit: Any, costs: Any) -> float:
-    """A unit's estimated run time from ``costs`` (a :class:`~distcheck.plan.planner.Costs`):
+    """A unit's estimated run time from ``costs`` (a :class:`~distcheck.plan.builder.Costs`):
     finite differences cost 2 evaluations per column (4 for a complex input), analytical rows
     2 backward passes per row (each row is computed twice); any other unit about one
     evaluation and one backward pass per item."""

@@ -147,7 +147,7 @@ class Subject:
     """Everything units need, sent to workers once per check (never once per unit).
 
     ``data`` holds arrays that units share (random vectors, grad-outputs), by key.
-    ``costs`` is what the planner measured for its chunking policy (a ``planner.Costs``: one
+    ``costs`` is what the planner measured for its chunking policy (a ``builder.Costs``: one
     evaluation, one backward pass), if it did: executors use it to group small units into tasks.
     """
 

@@ -8,9 +8,9 @@ import torch
 from distcheck.check import plan_check
 from distcheck.executors.serial import SerialExecutor
 from distcheck.options import CheckOptions
+from distcheck.plan.builder import Costs
 from distcheck.plan.chunking import Workload
 from distcheck.plan.cost_model import CostModel, unit_seconds
-from distcheck.plan.planner import Costs
 from distcheck.plan.units import AnalyticalRows, AuxiliaryCheck, NumericalColumns
 
 
