@@ -8,8 +8,12 @@ distcheck.gradcheck(fn, inputs, executor="ray")  # the same check, spread over R
 from distcheck.api import gradcheck, gradgradcheck
 from distcheck.engines.numpy_engine import NumpyFunction, numpy_function
 from distcheck.errors import EngineCapabilityError, GradcheckError
+from distcheck.options import Batching
+from distcheck.reduce.counts import BatchCounts
 
 __all__ = [
+    "BatchCounts",
+    "Batching",
     "EngineCapabilityError",
     "GradcheckError",
     "NumpyFunction",

@@ -1,5 +1,5 @@
 """The public API: gradcheck and gradgradcheck, with torch.autograd's signatures and defaults,
-plus a keyword-only ``executor``."""
+plus the keyword-only ``executor``, ``vectorize`` and ``batch_counts``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 from distcheck import check
 from distcheck.executors import resolve
-from distcheck.options import CheckOptions
+from distcheck.options import Batching, CheckOptions
+from distcheck.reduce.counts import BatchCounts
 
 
 def gradcheck(
@@ -29,6 +30,8 @@ def gradcheck(
     fast_mode: bool = False,
     masked: bool | None = None,
     executor: Any = None,
+    vectorize: bool | Batching = True,
+    batch_counts: BatchCounts | None = None,
 ) -> bool:
     """Check the gradients of ``func`` at ``inputs`` against finite differences.
 
@@ -39,6 +42,12 @@ def gradcheck(
     ``executor``: None (the ``DISTCHECK_EXECUTOR`` environment variable, else serial
     in-process), ``"serial"``, ``"ray"``, or an executor object. The executor changes where the
     work runs, never a number.
+
+    ``vectorize``: slow-mode Jacobians are computed a batch at a time (the engine's vmap) where
+    that is measured faster than torch's loop; a batch decides only a clear pass, everything
+    else is judged element by element, so verdicts and messages are torch's. False: always
+    element by element; a :class:`distcheck.Batching`: how to decide. ``batch_counts``: a
+    :class:`distcheck.BatchCounts` that gets what the comparisons were decided on.
     """
     options = CheckOptions(
         eps=eps,
@@ -53,8 +62,9 @@ def gradcheck(
         check_backward_ad=check_backward_ad,
         fast_mode=fast_mode,
         masked=masked,
+        vectorize=vectorize,
     )
-    return check.passes(func, inputs, options, resolve(executor), raise_exception)
+    return check.passes(func, inputs, options, resolve(executor), raise_exception, batch_counts)
 
 
 def gradgradcheck(
@@ -76,6 +86,8 @@ def gradgradcheck(
     fast_mode: bool = False,
     masked: bool = False,
     executor: Any = None,
+    vectorize: bool | Batching = True,
+    batch_counts: BatchCounts | None = None,
 ) -> bool:
     """Check second derivatives: gradcheck of ``(inputs, grad_outputs) -> grads``.
 
@@ -100,4 +112,6 @@ def gradgradcheck(
         check_rev_over_rev=check_rev_over_rev,
         fast_mode=fast_mode,
         masked=masked,
+        vectorize=vectorize,
+        batch_counts=batch_counts,
     )

@@ -17,6 +17,7 @@ from distcheck.options import CheckOptions
 from distcheck.plan.builder import Costs
 from distcheck.plan.cost_model import best_time, work_seconds
 from distcheck.plan.planner import Plan, plan_gradcheck
+from distcheck.reduce.counts import BatchCounts
 from distcheck.reduce.reducer import reduce
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -138,25 +139,34 @@ def _settled(plan: Plan, below: float) -> bool:
     return below > 0 and work_seconds(plan.units, plan.subject.costs) < below
 
 
-def run_check(func: Callable, inputs: Any, options: CheckOptions, executor: Executor) -> None:
+def run_check(
+    func: Callable, inputs: Any, options: CheckOptions, executor: Executor, counts: BatchCounts | None = None
+) -> None:
     """Run one gradient check; returns if it passes, raises the first failure otherwise. The
-    check's reference call (and its graph) lives as long as the check."""
+    check's reference call (and its graph) lives as long as the check. ``counts`` gets what
+    its slow-mode Jacobian comparisons were decided on (batched blocks, or why not)."""
     with reference_scope():
         engine, plan = plan_check(func, inputs, options, executor)
         results = executor.submit(plan.subject, plan.units)
         try:
-            reduce(plan, results, options, engine, run_more=lambda units: executor.submit(plan.subject, units))
+            run_more = lambda units: executor.submit(plan.subject, units)  # noqa: E731
+            reduce(plan, results, options, engine, run_more, counts)
         finally:
             results.close()
 
 
 def passes(
-    func: Callable, inputs: Any, options: CheckOptions, executor: Executor, raise_exception: bool = True
+    func: Callable,
+    inputs: Any,
+    options: CheckOptions,
+    executor: Executor,
+    raise_exception: bool = True,
+    counts: BatchCounts | None = None,
 ) -> bool:
     """gradcheck's result: True if the check passes; its failure raised, or False if
-    ``raise_exception`` is False."""
+    ``raise_exception`` is False. ``counts``: see :func:`run_check`."""
     try:
-        run_check(func, inputs, options, executor)
+        run_check(func, inputs, options, executor, counts)
     except GradcheckError:
         if raise_exception:
             raise
@@ -164,9 +174,17 @@ def passes(
     return True
 
 
-def gradcheck(func: Callable, inputs: Any, executor: Executor, *, raise_exception: bool = True, **options: Any) -> bool:
+def gradcheck(
+    func: Callable,
+    inputs: Any,
+    executor: Executor,
+    *,
+    raise_exception: bool = True,
+    batch_counts: BatchCounts | None = None,
+    **options: Any,
+) -> bool:
     """:func:`passes`, with gradcheck's keyword arguments (those of :class:`CheckOptions`)."""
-    return passes(func, inputs, CheckOptions(**options), executor, raise_exception)
+    return passes(func, inputs, CheckOptions(**options), executor, raise_exception, batch_counts)
 
 
 def gradgradcheck(

@@ -1,6 +1,7 @@
 """The small vocabularies modules exchange, as types: what a Jacobian stage differentiates
 (:class:`Mode`), which part of a complex value is checked (:class:`Part`), the auxiliary checks
-(:class:`AuxCheck`), the keys of a check's function variants (:class:`VariantKey`); and a suite
+(:class:`AuxCheck`), the keys of a check's function variants (:class:`VariantKey`), why a
+Jacobian comparison was not decided on batched blocks (:class:`Fallback`); and a suite
 run's words: the check kinds of a case (:class:`CheckKind`), a case's status before it runs
 (:class:`Status`), its verdict (:class:`Verdict`), and why a worker running it died
 (:class:`DeathKind`).
@@ -70,6 +71,34 @@ FUNCTION = VariantKey("f")
 # The function's outputs as their imaginary parts, then their real parts (PARTS_IN_TORCH_ORDER):
 # one evaluation gives the finite differences of both parts' checks.
 OUTPUT_PARTS = VariantKey("parts")
+
+
+class Fallback(StrEnum):
+    """Why a slow-mode Jacobian comparison was judged element by element (torch's loops) and not
+    decided on batched blocks. Planned so: the engine has no vectorizing map, the work is too
+    small to pay for a batch, a batch measured no faster than the loop, the engine cannot batch
+    the function (each kind of vmap error), the function sees its input elsewhere than through
+    its argument, a sparse input, a single item over the block budget. Found by the reducer: the
+    exact path failed, an element near its tolerance, a backward not reentrant on the batch,
+    gradients of the wrong size or dtype, a spot check that disagreed."""
+
+    NO_VMAP = "no_vmap"
+    SMALL = "small"
+    SLOWER = "slower"
+    NO_BATCHING_RULE = "no_batching_rule"
+    DYNAMIC_SHAPE = "dynamic_shape"
+    ITEM = "item"
+    RANDOMNESS = "randomness"
+    AUTOGRAD_FUNCTION = "autograd_function"
+    VMAP_ERROR = "vmap_error"
+    CLOSURE = "closure"
+    SPARSE = "sparse"
+    MEMORY = "memory"
+    FAILURE = "failure"
+    NEAR_TOLERANCE = "near_tolerance"
+    NONDETERMINISTIC = "nondeterministic"
+    ATTRIBUTES = "attributes"
+    SPOT_CHECK = "spot_check"
 
 
 class CheckKind(StrEnum):

@@ -1,8 +1,28 @@
-"""The options of one gradient check (gradcheck's keyword arguments, validated)."""
+"""The options of one gradient check (gradcheck's keyword arguments, validated), and how its
+slow-mode Jacobians are batched (``vectorize=``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How a check's work is batched (``vectorize=`` of the checks: True is ``Batching()``).
+
+    ``min_seconds``: a workload whose loop is estimated under it stays element by element.
+    ``measure``: time a batch against the loop (False: batch whatever the engine can, untimed —
+    for tests). ``most_items``: items per batch at most. ``budget``: the bytes a batch may hold
+    (None: the process's block budget, ``$DISTCHECK_BLOCK_MB``)."""
+
+    min_seconds: float = 0.005
+    measure: bool = True
+    most_items: int = 256
+    budget: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.most_items < 2:
+            raise ValueError(f"Batching: most_items must be at least 2, got {self.most_items}")
 
 
 @dataclass(frozen=True)
@@ -19,8 +39,15 @@ class CheckOptions:
     check_backward_ad: bool = True
     fast_mode: bool = False
     masked: bool | None = None
+    vectorize: Batching | None = Batching()  # None: every Jacobian element by element, as torch
 
     def __post_init__(self) -> None:
+        if isinstance(self.vectorize, bool):
+            object.__setattr__(self, "vectorize", Batching() if self.vectorize else None)
+        if self.vectorize is not None and not isinstance(self.vectorize, Batching):
+            raise TypeError(
+                f"gradcheck: vectorize must be True, False or a distcheck.Batching, got {type(self.vectorize).__name__}"
+            )
         # The reference's own argument checks, with its exception type (AssertionError).
         if not (self.check_forward_ad or self.check_backward_ad):
             raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")

@@ -8,6 +8,8 @@ INTERFACE (what an adapter writes; everything else is written once, engine-neutr
   :meth:`Engine.direction_evaluator` (the whole input moved along a direction);
 - differentiate: :meth:`Engine.pullback` (VJP), :meth:`Engine.pushforward` (JVP),
   :meth:`Engine.vmap` (optional), :meth:`Engine.complex_part` / :meth:`Engine.complex_join`;
+- batched Jacobian blocks (optional): :meth:`Engine.batch_evaluate`, with the hooks
+  :meth:`Engine.batching_failure`, :meth:`Engine.transform_pullback`, :meth:`Engine.reads_elsewhere`;
 - random numbers: :meth:`Engine.random_unit_vectors`, :meth:`Engine.random_normal`,
   :meth:`Engine.random_grad_outputs`;
 - :meth:`Engine.format_block`, :meth:`Engine.threads`; the attributes ``name``, ``error_class``
@@ -56,7 +58,7 @@ import numpy as np
 
 from distcheck.engines.wording import Wording
 from distcheck.errors import EngineCapabilityError
-from distcheck.kinds import Part
+from distcheck.kinds import Fallback, Part
 from distcheck.numerics.finite_differences import Evaluate
 
 # pullback(cotangents) -> gradients: one cotangent per selected output (None: undefined), one
@@ -215,6 +217,35 @@ class Engine(ABC):
         when the engine has no vectorizing map — the default. Other exceptions are the check's
         failure (the batched checks report them with :meth:`Wording.batched_error`)."""
         raise EngineCapabilityError(f"the {self.name} engine has no vectorizing map (vmap): batched checks need one")
+
+    # -- batched Jacobian blocks (optional: without them, every block is computed element by element)
+
+    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: Any) -> tuple:
+        """``func`` at each of the ``stacked`` values of ``inputs[position]`` (along the first
+        dimension; the other inputs as they are) in one call of the engine's vectorizing map,
+        recording no gradients: the stacked outputs. Strict: raises where the batch would not
+        compute what separate calls compute (random numbers, a value read back, data-dependent
+        shapes, an operation without a batching rule); :meth:`batching_failure` names why.
+        Default: EngineCapabilityError."""
+        raise EngineCapabilityError(f"the {self.name} engine has no vectorizing map (vmap)")
+
+    def batching_failure(self, error: Exception) -> Fallback:
+        """Why :meth:`batch_evaluate` or :meth:`vmap` raised ``error``. Default: a vmap error."""
+        return Fallback.NO_VMAP if isinstance(error, EngineCapabilityError) else Fallback.VMAP_ERROR
+
+    def transform_pullback(self, func: Callable, inputs: tuple, diff_positions, output_positions) -> Pullback:
+        """:meth:`pullback` (no undefined cotangents, no ``create_graph``) as a function
+        transform that :meth:`batch_evaluate` can map. Default: :meth:`pullback` of a fresh
+        call (a functional engine's is one)."""
+        outputs = self.call(func, inputs)
+        return self.pullback(func, inputs, outputs, diff_positions, output_positions)
+
+    def reads_elsewhere(self, func: Callable, inputs: tuple, position: int) -> bool:
+        """Whether ``func`` sees ``inputs[position]`` other than through that argument (a
+        closure over it, another input sharing its memory): finite differences that move it in
+        place move what ``func`` sees there too, a batch of copies does not. Default: False
+        (finite differences that move copies)."""
+        return False
 
     @abstractmethod
     def complex_part(self, value: Any, part: Part) -> Any:

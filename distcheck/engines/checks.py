@@ -8,11 +8,12 @@ defaults where torch compares (rtol 1e-5, atol 1e-8).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from distcheck.engines.batched import function_key, vectorizable
 from distcheck.engines.derivatives import diff_inputs, diff_outputs, float_outputs
 from distcheck.engines.reference import reference_call
 from distcheck.engines.registry import get_engine
@@ -196,15 +197,52 @@ class GradOfOutputs:
 
     def __call__(self, *args):
         engine = get_engine(self.engine)
-        inputs = tuple(engine.track(x) if i in self.diff_inputs else x for i, x in enumerate(args[: self.n_inputs]))
-        grad_outputs = tuple(
-            engine.track(g) if i in self.diff_grad_outputs else g for i, g in enumerate(args[self.n_inputs :])
-        )
+        inputs, grad_outputs = self._tracked(engine, args)
         outputs = engine.call(self.func, inputs)
         selected = diff_outputs(engine, outputs)
         positions = sorted(self.diff_inputs)
         pullback = engine.pullback(self.func, inputs, outputs, positions, selected, create_graph=True)
         return tuple(g for g in pullback(list(grad_outputs)) if g is not None)
+
+    def _tracked(self, engine: Engine, args: tuple) -> tuple[tuple, tuple]:
+        inputs = tuple(engine.track(x) if i in self.diff_inputs else x for i, x in enumerate(args[: self.n_inputs]))
+        grad_outputs = tuple(
+            engine.track(g) if i in self.diff_grad_outputs else g for i, g in enumerate(args[self.n_inputs :])
+        )
+        return inputs, grad_outputs
+
+    @property
+    def batch_key(self) -> Hashable | None:
+        inner = function_key(self.func)
+        return None if inner is None else ("grad of", inner)
+
+    def vectorizable(self, args: tuple) -> TransformedGrad:
+        """This function as the engine's function transforms compute it (the same values, for
+        the vectorizing map, which cannot map autograd's ``grad``): the outputs differentiated,
+        and the inputs whose gradients exist, as a call at ``args`` finds them."""
+        engine = get_engine(self.engine)
+        inputs, grad_outputs = self._tracked(engine, args)
+        outputs = engine.call(self.func, inputs)
+        selected = tuple(diff_outputs(engine, outputs))
+        positions = tuple(sorted(self.diff_inputs))
+        grads = engine.pullback(self.func, inputs, outputs, positions, selected)(list(grad_outputs))
+        kept = tuple(g is not None for g in grads)
+        return TransformedGrad(self.engine, vectorizable(self.func, inputs), self.n_inputs, positions, selected, kept)
+
+
+class TransformedGrad:
+    """:class:`GradOfOutputs` on the engine's :meth:`~distcheck.engines.base.Engine.transform_pullback`:
+    the gradients of the ``selected`` outputs with respect to the inputs at ``positions``, those
+    where ``kept``."""
+
+    def __init__(self, engine: str, func: Callable, n_inputs: int, positions: tuple, selected: tuple, kept: tuple):
+        self.engine, self.func, self.n_inputs = engine, func, n_inputs
+        self.positions, self.selected, self.kept = positions, selected, kept
+
+    def __call__(self, *args):
+        engine = get_engine(self.engine)
+        pullback = engine.transform_pullback(self.func, args[: self.n_inputs], self.positions, self.selected)
+        return tuple(g for g, keep in zip(pullback(list(args[self.n_inputs :])), self.kept) if keep)
 
 
 def grad_function(engine: Engine, func: Callable, inputs: tuple, grad_outputs: tuple) -> tuple[Callable, tuple]:

@@ -6,11 +6,12 @@ complex inputs (forward-mode checks of complex inputs), on the engine's ``comple
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from distcheck.engines.batched import function_key, vectorizable
 from distcheck.engines.registry import engine_of, get_engine
 from distcheck.engines.tuples import as_tuple
 from distcheck.kinds import Part
@@ -35,6 +36,13 @@ class ComplexOutputPart:
         engine = get_engine(self.engine)
         return tuple(engine.complex_part(o, self.part) for o in outputs)
 
+    @property
+    def batch_key(self) -> Hashable | None:
+        return _key("part", self.part, self.func)
+
+    def vectorizable(self, inputs: tuple) -> ComplexOutputPart:
+        return ComplexOutputPart(vectorizable(self.func, inputs), self.part, self.engine)
+
 
 class ComplexOutputParts:
     """``func`` with each of its outputs replaced by its ``parts`` (``"imag"``, ``"real"``), part
@@ -48,6 +56,13 @@ class ComplexOutputParts:
         outputs = as_tuple(self.func(*inputs))
         engine = get_engine(self.engine)
         return tuple(engine.complex_part(o, part) for part in self.parts for o in outputs)
+
+    @property
+    def batch_key(self) -> Hashable | None:
+        return _key("parts", self.parts, self.func)
+
+    def vectorizable(self, inputs: tuple) -> ComplexOutputParts:
+        return ComplexOutputParts(vectorizable(self.func, inputs), self.parts, self.engine)
 
 
 class ComplexInputPart:
@@ -63,6 +78,23 @@ class ComplexInputPart:
         for i, other in zip(self.positions, self.others):
             full[i] = engine.complex_join(inputs[i], other, self.part)
         return as_tuple(self.func(*full))
+
+    @property
+    def batch_key(self) -> Hashable | None:
+        return _key("input part", (self.part, self.positions), self.func)
+
+    def vectorizable(self, inputs: tuple) -> ComplexInputPart:
+        engine = get_engine(self.engine)
+        full = list(inputs)
+        for i, other in zip(self.positions, self.others):
+            full[i] = engine.complex_join(inputs[i], other, self.part)
+        inner = vectorizable(self.func, tuple(full))
+        return ComplexInputPart(self.engine, inner, self.positions, self.others, self.part)
+
+
+def _key(kind: str, which: Hashable, func: Callable) -> Hashable | None:
+    inner = function_key(func)
+    return None if inner is None else (kind, which, inner)
 
 
 def output_part(engine: Engine, func: Callable, part: Part, n_inputs: int) -> Callable:

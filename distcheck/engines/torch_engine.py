@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from distcheck.engines import torch_perturb, torch_tensors
+from distcheck.engines import torch_batch, torch_perturb, torch_tensors
 from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.torch_tensors import is_float_or_complex, numpy_dtype, to_numpy, torch_dtype
 from distcheck.errors import GradcheckError
-from distcheck.kinds import Part
+from distcheck.kinds import Fallback, Part
 
 _TorchGradcheckError = importlib.import_module("torch.autograd.gradcheck").GradcheckError
 
@@ -207,6 +207,18 @@ class TorchEngine(Engine):
             warnings.filterwarnings("ignore", message="There is a performance drop")
             warnings.filterwarnings("ignore", message="Please use `torch.vmap`")
             return _vmap(function)(stacked)
+
+    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: torch.Tensor) -> tuple:
+        return torch_batch.batch_evaluate(func, inputs, position, stacked)
+
+    def batching_failure(self, error: Exception) -> Fallback:
+        return torch_batch.batching_failure(error)
+
+    def transform_pullback(self, func, inputs, diff_positions, output_positions):
+        return torch_batch.transform_pullback(func, inputs, diff_positions, output_positions)
+
+    def reads_elsewhere(self, func: Callable, inputs: tuple, position: int) -> bool:
+        return torch_batch.reads_elsewhere(func, inputs, position)
 
     def complex_part(self, value: Any, part: Part) -> Any:
         if not (isinstance(value, torch.Tensor) and value.is_complex()):

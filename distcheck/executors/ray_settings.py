@@ -20,6 +20,11 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from distcheck.executors.serial import SerialResults
+
+# the block budget, defined with the plan (batches are sized by it), read here by the executors' users
+from distcheck.plan.block_budget import BLOCK_MB_VARIABLE as BLOCK_MB_VARIABLE
+from distcheck.plan.block_budget import DEFAULT_BLOCK_BYTES as DEFAULT_BLOCK_BYTES
+from distcheck.plan.block_budget import default_block_bytes as default_block_bytes
 from distcheck.plan.cost_model import CostModel, work_seconds
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import Unit
@@ -39,8 +44,6 @@ LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
 # in-process until what Ray would have saved on them, the current one included, reaches it
 # (see RayFront.place and ray_saving).
 RAY_START_SECONDS = 5.0
-BLOCK_MB_VARIABLE = "DISTCHECK_BLOCK_MB"
-DEFAULT_BLOCK_BYTES = 64 * 2**20
 # A check's Jacobians on Ray live in the object store, spilled to disk when it is full: a
 # check whose numerical and analytical Jacobians need more than this budget is refused before
 # anything runs ($DISTCHECK_MAX_JACOBIAN_MB, else this share of the machine's RAM, as the
@@ -50,12 +53,6 @@ RAM_FRACTION = 0.25
 
 _lock = threading.Lock()
 _by_value: list[ModuleType] = []  # modules whose functions travel to Ray by value, not yet registered
-
-
-def default_block_bytes() -> float:
-    """The per-process block budget: ``$DISTCHECK_BLOCK_MB`` megabytes, else 64 MB."""
-    text = os.environ.get(BLOCK_MB_VARIABLE, "").strip()
-    return float(text) * 2**20 if text else DEFAULT_BLOCK_BYTES
 
 
 def default_max_jacobian_bytes() -> float:

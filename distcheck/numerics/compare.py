@@ -29,6 +29,15 @@ def close_mask(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
         return close | (np.isfinite(error) & (error <= allowed))
 
 
+def agrees(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
+    """Every element of ``actual`` within ``atol + rtol·|expected|`` of ``expected``, or equal
+    to it (NaN where both are NaN too): two computations of the same values that may differ in
+    their last bits."""
+    actual, expected = promote(np.asarray(actual), np.asarray(expected))
+    close = close_mask(actual, expected, rtol, atol)
+    return bool((close | (np.isnan(actual) & np.isnan(expected))).all())
+
+
 _BLOCK = 1 << 17  # elements compared at a time: temporaries stay in cache, no full-size copies
 
 

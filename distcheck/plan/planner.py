@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from distcheck.engines import Engine, TensorInfo, complex_parts
-from distcheck.kinds import FUNCTION, OUTPUT_PARTS, PARTS_IN_TORCH_ORDER, AuxCheck, Mode, Part, VariantKey
+from distcheck.kinds import FUNCTION, OUTPUT_PARTS, PARTS_IN_TORCH_ORDER, AuxCheck, Fallback, Mode, Part, VariantKey
 from distcheck.options import CheckOptions
 from distcheck.plan.builder import Builder, Costs, dtype_name, real_info
 from distcheck.plan.chunking import ChunkPolicy, Whole
 from distcheck.plan.stages import JacobianComparison, OutputInfo, ProjectedComparison, Stage, ZeroNumericalJacobian
 from distcheck.plan.subject import Subject, Variant
 from distcheck.plan.units import AnalyticalRows, InputSlot, Unit
+from distcheck.plan.vectorize import vectorized
 
 
 @dataclass
@@ -38,6 +39,9 @@ class Plan:
     # draw_stages[k]: the stage of group k.
     rng_marks: tuple = ()
     draw_stages: tuple[int, ...] = ()
+    # why each slow-mode Jacobian comparison left element by element is (by stage index), when
+    # the check batches its work (options.vectorize); see plan/vectorize.py
+    fallbacks: dict[int, Fallback] = field(default_factory=dict)
 
     def rewind_rng(self, engine: Engine, failed_stage: int) -> None:
         """The global RNG as the reference leaves it when ``failed_stage`` raises: only the
@@ -122,7 +126,10 @@ def plan_gradcheck(
         if options.check_undefined_grad:
             b.auxiliary(AuxCheck.UNDEFINED_GRAD)
     subject = Subject(engine.name, b.variants, b.data, b._measured)
-    return Plan(subject, b.units, b.stages, tuple(b.rng_marks), tuple(b.draw_stages))
+    units, stages, fallbacks = b.units, b.stages, {}
+    if options.vectorize is not None and not options.fast_mode:
+        units, stages, fallbacks = vectorized(units, stages, subject, engine, options, b.policy, options.vectorize)
+    return Plan(subject, units, stages, tuple(b.rng_marks), tuple(b.draw_stages), fallbacks)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,20 @@ class JacobianComparison:
 
 
 @dataclass(frozen=True)
+class BatchedComparison:
+    """A slow-mode Jacobian comparison whose Jacobians are computed in batches (some of its
+    units vectorized, see :mod:`distcheck.plan.vectorize`). ``batched`` compares them over the
+    plan's units and decides the stage only when it passes clearly: within a fraction of the
+    tolerances, its backward reentrant within ``nondet_tol``, every batch's spot check agreeing.
+    Otherwise ``exact`` judges the stage as torch does, over ``exact_units`` (element by
+    element, run only then; ``exact``'s unit indices are positions in ``exact_units``)."""
+
+    batched: JacobianComparison
+    exact: JacobianComparison
+    exact_units: tuple[Unit, ...]
+
+
+@dataclass(frozen=True)
 class ProjectedComparison:
     """Fast mode: Jacobians projected on random vectors, ``vᵀ(J_num u)`` vs ``(vᵀJ_ana)·u``
     (backward) or ``J_num u`` vs ``J_ana u`` (forward), with atol scaled by sum(u)·sum(v).
@@ -89,4 +103,4 @@ class Auxiliary:
     unit: int
 
 
-Stage = JacobianComparison | ProjectedComparison | ZeroNumericalJacobian | Auxiliary
+Stage = JacobianComparison | BatchedComparison | ProjectedComparison | ZeroNumericalJacobian | Auxiliary

@@ -5,18 +5,29 @@ reference's order, raising the first failure (a GradcheckError or the exception 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from distcheck.engines import Engine
 from distcheck.executors.base import Results
-from distcheck.kinds import Mode
+from distcheck.executors.serial import SerialExecutor
+from distcheck.kinds import Fallback, Mode
 from distcheck.numerics.compare import adjusted_atol, allclose, max_abs_difference
 from distcheck.options import CheckOptions
 from distcheck.plan.planner import Plan
-from distcheck.plan.stages import Auxiliary, JacobianComparison, ProjectedComparison, ZeroNumericalJacobian
+from distcheck.plan.stages import (
+    Auxiliary,
+    BatchedComparison,
+    JacobianComparison,
+    ProjectedComparison,
+    ZeroNumericalJacobian,
+)
 from distcheck.plan.units import Unit
+from distcheck.plan.units.batches import SpotCheckMismatch
+from distcheck.plan.vectorize import CLEAR
 from distcheck.reduce import blockwise, jacobians, messages
+from distcheck.reduce.counts import BatchCounts
 from distcheck.reduce.failure_blocks import FailureBlocks, attach
 
 RunMore = Callable[[Sequence[Unit]], Results]  # runs follow-up units (fast-mode failure explanations)
@@ -24,20 +35,30 @@ RunMore = Callable[[Sequence[Unit]], Results]  # runs follow-up units (fast-mode
 
 class Reducer:
     def __init__(
-        self, plan: Plan, results: Results, options: CheckOptions, engine: Engine, run_more: RunMore | None = None
+        self,
+        plan: Plan,
+        results: Results,
+        options: CheckOptions,
+        engine: Engine,
+        run_more: RunMore | None = None,
+        counts: BatchCounts | None = None,
     ):
         self.plan, self.results, self.options, self.engine = plan, results, options, engine
         self.run_more = run_more
+        self.counts = BatchCounts() if counts is None else counts
         self.fail: Callable[[str], Exception] = engine.error_class
 
     def run(self) -> None:
         handlers = {
             JacobianComparison: self.jacobian_comparison,
+            BatchedComparison: self.batched_comparison,
             ProjectedComparison: self.projected_comparison,
             ZeroNumericalJacobian: self.zero_numerical,
             Auxiliary: self.auxiliary,
         }
         for index, stage in enumerate(self.plan.stages):
+            if index in self.plan.fallbacks:
+                self.counts.fell_back(self.plan.fallbacks[index])
             try:
                 handlers[type(stage)](stage)
             except Exception:
@@ -96,6 +117,27 @@ class Reducer:
             rows = jacobians.backward(self.value, units)
             self.check_attributes(rows)
             self.compare_output(stage, k, rows.blocks, numerical)
+
+    def batched_comparison(self, stage: BatchedComparison) -> None:
+        """The batched comparison decides a clear pass; anything else is judged by its
+        element-by-element twin, whose failures (and their messages) are torch's."""
+        reason = _clear_pass(self, stage.batched)
+        if reason is None:
+            self.counts.batched += 1
+            return
+        if self.run_more is not None:
+            results = self.run_more(stage.exact_units)
+        else:
+            results = SerialExecutor().submit(self.plan.subject, stage.exact_units)
+        try:
+            plan = Plan(self.plan.subject, list(stage.exact_units), [stage.exact])
+            Reducer(plan, results, self.options, self.engine, self.run_more).jacobian_comparison(stage.exact)
+        except Exception:
+            self.counts.fell_back(Fallback.FAILURE)
+            raise
+        finally:
+            results.close()
+        self.counts.fell_back(reason)
 
     def compare_output(self, stage, k: int, analytical: list[np.ndarray], numerical) -> None:
         o = self.options
@@ -188,11 +230,64 @@ class Reducer:
         self.value(stage.unit)
 
 
+class _NotClear(Exception):
+    def __init__(self, reason: Fallback):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _ClearPass(Reducer):
+    """A batched comparison judged for a clear pass: the comparisons at :data:`CLEAR` of the
+    tolerances, sizes and dtypes as the reference wants them, the rows' two runs within
+    ``nondet_tol``; what is not clear raises :class:`_NotClear`, with no message made."""
+
+    def __init__(self, reducer: Reducer, stage: JacobianComparison):
+        o = reducer.options
+        clear = replace(o, rtol=CLEAR * o.rtol, atol=CLEAR * o.atol)
+        super().__init__(replace(reducer.plan, stages=[stage]), reducer.results, clear, reducer.engine)
+        self.fail = lambda message: _NotClear(Fallback.NEAR_TOLERANCE)
+
+    def check_attributes(self, rows) -> None:
+        if rows.wrong_size or (rows.wrong_dtype and self.options.check_grad_dtypes):
+            raise _NotClear(Fallback.ATTRIBUTES)
+        if any(not difference <= self.options.nondet_tol for difference in rows.repeat_difference):
+            raise _NotClear(Fallback.NONDETERMINISTIC)
+
+    def check_forward_dtypes(self, columns) -> None:
+        if columns.dtype_mismatch and self.options.check_grad_dtypes:
+            raise _NotClear(Fallback.ATTRIBUTES)
+
+    def mismatch(self, stage, a, n, k: int, i: int, atol: float) -> str:
+        return ""
+
+    def blocks(self, stage, k: int, i: int, a, n) -> None:
+        return None
+
+
+def _clear_pass(reducer: Reducer, stage: JacobianComparison) -> Fallback | None:
+    """None if the batched ``stage`` passes clearly, else why not."""
+    try:
+        _ClearPass(reducer, stage).jacobian_comparison(stage)
+    except _NotClear as e:
+        return e.reason
+    except SpotCheckMismatch:
+        return Fallback.SPOT_CHECK
+    except Exception as e:  # a batch that failed: why
+        return reducer.engine.batching_failure(e)
+    return None
+
+
 def reduce(
-    plan: Plan, results: Results, options: CheckOptions, engine: Engine, run_more: RunMore | None = None
+    plan: Plan,
+    results: Results,
+    options: CheckOptions,
+    engine: Engine,
+    run_more: RunMore | None = None,
+    counts: BatchCounts | None = None,
 ) -> None:
-    """Judge a plan's results; raises the first failure in the reference's order."""
-    Reducer(plan, results, options, engine, run_more).run()
+    """Judge a plan's results; raises the first failure in the reference's order. ``counts``
+    gets what the slow-mode comparisons were decided on."""
+    Reducer(plan, results, options, engine, run_more, counts).run()
 
 
 def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]:
@@ -201,6 +296,8 @@ def assembled_jacobians(plan: Plan, results: Results) -> dict[tuple, np.ndarray]
     value = lambda unit: results.get(unit).unwrap()  # noqa: E731
     found: dict[tuple, np.ndarray] = {}
     for stage in plan.stages:
+        if isinstance(stage, BatchedComparison):
+            stage = stage.batched
         if not isinstance(stage, JacobianComparison):
             continue
         numerical = jacobians.numerical(

@@ -68,7 +68,7 @@ def test_no_differentiable_output_plans_a_zero_check():
 
 
 def test_chunking_splits_columns_and_rows():
-    _, plan = plan_check(lambda x: x.exp(), (_x(10),), CheckOptions(), ChunkedSerial(3))
+    _, plan = plan_check(lambda x: x.exp(), (_x(10),), CheckOptions(vectorize=False), ChunkedSerial(3))
     columns = [u for u in plan.units if isinstance(u, NumericalColumns)]
     rows = [u for u in plan.units if isinstance(u, AnalyticalRows)]
     assert [(u.start, u.stop) for u in columns] == [(0, 3), (3, 6), (6, 9), (9, 10)]

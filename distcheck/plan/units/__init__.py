@@ -7,10 +7,11 @@ wraps that into a :class:`UnitResult`, capturing exceptions so that the reducer 
 in the reference's order whatever order the units finished in.
 """
 
-from distcheck.plan.units.analytical import ROW_RUNS, AnalyticalRows, ColumnsResult, ForwardColumns, RowsResult
+from distcheck.plan.units.analytical import AnalyticalRows, ForwardColumns
 from distcheck.plan.units.auxiliary import AuxiliaryCheck
 from distcheck.plan.units.base import UnitResult, execute
 from distcheck.plan.units.numerical import NumericalColumns, NumericalProjection
+from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, RowsResult
 from distcheck.plan.units.slots import InputSlot, OutputSlot
 
 Unit = NumericalColumns | NumericalProjection | AnalyticalRows | ForwardColumns | AuxiliaryCheck

@@ -9,25 +9,10 @@ import numpy as np
 from distcheck.engines import Engine
 from distcheck.engines.derivatives import column_jvp, row_vjp
 from distcheck.kinds import VariantKey
-from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.subject import Subject
+from distcheck.plan.units import batches
+from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, GradientRows, RowsResult, fit
 from distcheck.plan.units.slots import InputSlot, OutputSlot
-
-ROW_RUNS = 2  # every row is computed twice (backward must be reentrant), both runs held at once
-
-
-@dataclass(frozen=True)
-class RowsResult:
-    """Analytical Jacobian rows of one output, for every differentiable input.
-
-    ``blocks[i]`` has shape ``(input i numel, rows)``. Every row was computed twice;
-    ``repeat_difference[i]`` is the largest difference between the two (NaN propagates).
-    """
-
-    blocks: list[np.ndarray]
-    repeat_difference: list[float]
-    wrong_size: str | None  # description of the first gradient of the wrong size
-    wrong_dtype: str | None
 
 
 class _Range:
@@ -58,48 +43,22 @@ class AnalyticalRows(_Range):
     stop: int
     inputs: tuple[InputSlot, ...]
     vector: str | None = None
+    batch: int = 0  # > 0: rows computed that many at a time, vectorized (see units/batches.py)
+    spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
 
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
+        if self.batch:
+            return batches.analytical_rows(self, engine, subject)
         variant = subject.variants[self.variant]
         vjp = row_vjp(engine, variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
         grad_outputs = self.items(subject)
-        runs = []
-        wrong_size = wrong_dtype = None
-        dtypes = [np.dtype(s.dtype) for s in self.inputs]
-        for _ in range(ROW_RUNS):
-            # Row j of rows[k] is one backward's gradient (written contiguously); the block is its
-            # transpose (input elements down, as the reference lays Jacobians out), not a copy.
-            rows = [np.zeros((len(grad_outputs), s.numel), dtype=s.dtype) for s in self.inputs]
+        runs = [GradientRows(self.inputs, len(grad_outputs)) for _ in range(ROW_RUNS)]
+        for rows in runs:
             for column, g in enumerate(grad_outputs):
                 for k, grad in enumerate(vjp(g)):
-                    if grad is None:
-                        continue
-                    slot = self.inputs[k]
-                    if grad.shape != slot.shape:
-                        wrong_size = wrong_size or (
-                            f"the gradient of differentiable input {k} has shape {grad.shape}, "
-                            f"the input has shape {slot.shape}"
-                        )
-                        if grad.size != slot.numel:
-                            continue
-                    elif grad.dtype != dtypes[k]:
-                        wrong_dtype = wrong_dtype or (
-                            f"the gradient of differentiable input {k} has dtype {grad.dtype}, "
-                            f"the input has dtype {slot.dtype}"
-                        )
-                    rows[k][column] = _fit(grad.reshape(-1), rows[k])
-            runs.append([r.T for r in rows])
-        first, second = runs
-        return RowsResult(first, [max_abs_difference(a, b) for a, b in zip(first, second)], wrong_size, wrong_dtype)
-
-
-@dataclass(frozen=True)
-class ColumnsResult:
-    """Forward-mode Jacobian columns of one input: one block per function output (None where
-    not checked) of shape ``(columns, output numel)``, as numerical blocks are laid out."""
-
-    blocks: list[np.ndarray | None]
-    dtype_mismatch: bool  # a tangent's complexness differs from its output's
+                    if grad is not None:
+                        rows.put(k, column, grad, grad.shape)
+        return RowsResult.of(runs)
 
 
 @dataclass(frozen=True)
@@ -115,8 +74,12 @@ class ForwardColumns(_Range):
     outputs: tuple[OutputSlot | None, ...]  # per function output; the primal dtype for None checks
     output_is_complex: tuple[bool, ...]
     vector: str | None = None
+    batch: int = 0  # > 0: columns computed that many at a time, vectorized (see units/batches.py)
+    spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
 
     def run(self, engine: Engine, subject: Subject) -> ColumnsResult:
+        if self.batch:
+            return batches.forward_columns(self, engine, subject)
         variant = subject.variants[self.variant]
         jvp = column_jvp(engine, variant.func, variant.inputs, self.diff_positions)
         tangents = self.items(subject)
@@ -128,11 +91,5 @@ class ForwardColumns(_Range):
                 if tangent is None:
                     continue  # an output without tangent: a zero column
                 mismatch = mismatch or np.iscomplexobj(tangent) != self.output_is_complex[position]
-                blocks[position][row] = _fit(tangent.reshape(-1), blocks[position])
+                blocks[position][row] = fit(tangent.reshape(-1), blocks[position])
         return ColumnsResult(blocks, mismatch)
-
-
-def _fit(values: np.ndarray, block: np.ndarray) -> np.ndarray:
-    """Values ready to store in ``block``: a complex gradient of a real tensor keeps its real part
-    (as torch's copy into a real Jacobian does)."""
-    return values.real if np.iscomplexobj(values) and not np.iscomplexobj(block) else values

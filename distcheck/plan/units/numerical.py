@@ -10,6 +10,7 @@ from distcheck.engines import Engine
 from distcheck.kinds import VariantKey
 from distcheck.numerics.finite_differences import jacobian_columns, wirtinger_derivative
 from distcheck.plan.subject import Subject
+from distcheck.plan.units import batches
 from distcheck.plan.units.slots import OutputSlot
 
 
@@ -39,12 +40,16 @@ class NumericalColumns:
     is_complex: bool
     outputs: tuple[OutputSlot | None, ...]
     sparse: bool = False  # columns are the input's specified values: return their dense rows too
+    batch: int = 0  # > 0: columns computed that many at a time, vectorized (see units/batches.py)
+    spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
 
     @property
     def size(self) -> int:
         return self.stop - self.start
 
     def run(self, engine: Engine, subject: Subject) -> list[np.ndarray | None] | SparseColumns:
+        if self.batch:
+            return batches.numerical_columns(self, engine, subject)
         variant = subject.variants[self.variant]
         evaluate = engine.perturbed_evaluator(
             variant.func, variant.inputs, self.position, [slot is not None for slot in self.outputs]

@@ -1,0 +1,87 @@
+"""Batched Jacobian blocks on torch: the function mapped over a batch of perturbed inputs with
+``torch.func.vmap`` (strict: no per-item fallback, no randomness), its VJP as a function
+transform (``torch.func.vjp``), why a batch failed, and whether a function sees its input
+elsewhere than through its argument (which finite differences in place would move too)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from distcheck.engines.torch_tensors import call, perturbable, wanted_numpy
+from distcheck.engines.tuples import as_tuple
+from distcheck.kinds import Fallback
+
+_functorch = torch._C._functorch
+
+# What torch's vmap errors say, by the reason they stand for (first match wins).
+_REASONS = (
+    (("vmap fallback which is currently disabled", "Batching rule not implemented"), Fallback.NO_BATCHING_RULE),
+    (("random operation",), Fallback.RANDOMNESS),
+    ((".item()", "data-dependent control flow"), Fallback.ITEM),
+    (("dynamic shape", "boolean mask", "data-dependent output shape"), Fallback.DYNAMIC_SHAPE),
+    (("autograd.Function",), Fallback.AUTOGRAD_FUNCTION),
+)
+
+
+def batch_evaluate(func: Callable, inputs: tuple, position: int, stacked: torch.Tensor) -> tuple:
+    """``func`` mapped over ``stacked`` at ``position`` by ``torch.func.vmap`` with random
+    operations refused and the per-item fallback for operations without a batching rule turned
+    off (both raise), without recording gradients (the inputs detached)."""
+    args = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
+    args[position] = stacked
+    in_dims = tuple(0 if k == position else None for k in range(len(args)))
+    mapped = torch.func.vmap(func, in_dims=in_dims, randomness="error")
+    enabled = _functorch._is_vmap_fallback_enabled()
+    _functorch._set_vmap_fallback_enabled(False)
+    try:
+        with torch.no_grad():
+            return as_tuple(mapped(*args))
+    finally:
+        _functorch._set_vmap_fallback_enabled(enabled)
+
+
+def batching_failure(error: Exception) -> Fallback:
+    text = str(error)
+    for needles, reason in _REASONS:
+        if any(needle in text for needle in needles):
+            return reason
+    return Fallback.VMAP_ERROR
+
+
+def transform_pullback(func: Callable, inputs: tuple, diff_positions: Sequence[int], output_positions: Sequence[int]):
+    """``torch.func.vjp`` of ``func`` restricted to its differentiable inputs and selected outputs."""
+
+    def restricted(*diff):
+        full = list(inputs)
+        for p, d in zip(diff_positions, diff):
+            full[p] = d
+        outputs = as_tuple(func(*full))
+        return tuple(outputs[p] for p in output_positions)
+
+    _, vjp = torch.func.vjp(restricted, *(inputs[p] for p in diff_positions))
+    return lambda cotangents: list(vjp(tuple(cotangents)))
+
+
+def reads_elsewhere(func: Callable, inputs: tuple, position: int) -> bool:
+    """Whether moving ``inputs[position]`` in place changes what ``func`` returns when that
+    argument is a copy holding the same values: ``func`` then reads the input elsewhere (a
+    closure over it, another input sharing its memory). The move is 1e-3·(1 + |x|) per element
+    (large enough not to vanish in rounding); the input is restored bitwise."""
+    x = inputs[position]
+    data = perturbable(x)
+    stand_in = x.detach().clone().requires_grad_(x.requires_grad)
+    args = list(inputs)
+    args[position] = stand_in
+    outputs = call(func, tuple(args))
+    wanted = [True] * len(outputs)
+    before = wanted_numpy(outputs, wanted)
+    original = data.clone()
+    data.add_((data.abs() + 1) * 1e-3)
+    try:  # copy the outputs before restoring: an output may be a view of the input
+        after = wanted_numpy(call(func, tuple(args)), wanted)
+    finally:
+        data.copy_(original)
+    return not all(a is None or np.array_equal(a, b, equal_nan=True) for a, b in zip(before, after))

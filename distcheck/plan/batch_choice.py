@@ -1,0 +1,207 @@
+"""Whether one kind of a check's slow-mode work is batched, and how many items a batch holds:
+decided on the driver while the check is planned, so that every executor runs the same plan.
+
+The kinds of work are the numerical columns of one input, the analytical rows of one output and
+the forward-mode columns of one input (a workload, one unit's worth before chunking). A
+:class:`Batching` policy says how to decide. By default the workload's loop is timed on a few
+items and the whole estimated: too little work stays element by element (a batch has a fixed
+cost, and so does deciding); otherwise one batch, spot check included, is timed against the
+loop over as many items and kept only if it is at most :data:`FASTER` of the loop's time (a
+workload of fewer than :data:`FEWEST_ITEMS` items is not worth timing). A
+batch holds at most ``most_items`` items and what the block budget allows (:class:`Held`), each
+item :data:`HELD_FACTOR` times the check's inputs and outputs while it runs (a perturbed copy of
+the inputs, the outputs on both sides and their difference, the function's intermediates). The
+budget is the process's (``$DISTCHECK_BLOCK_MB``), or the executor's policy's if smaller: with
+the defaults every executor plans the same batches.
+
+Decisions are remembered per process, by what the function computes
+(:func:`~distcheck.engines.batched.function_key`), the kind of work and the inputs' shapes and
+dtypes; that an op cannot be batched at all (a vmap error), by the op and kind of work alone, so
+that another sample of it does not pay the failed attempt again. Whether a function sees its
+input elsewhere than through its argument is asked of every check
+(:meth:`~distcheck.engines.base.Engine.reads_elsewhere`): it is a property of the function
+object, not of the op.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from distcheck.engines import Engine
+from distcheck.engines.batched import function_key
+from distcheck.errors import EngineCapabilityError
+from distcheck.kinds import Fallback
+from distcheck.options import Batching
+from distcheck.plan.block_budget import default_block_bytes
+from distcheck.plan.subject import Subject
+from distcheck.plan.units import NumericalColumns, execute
+from distcheck.plan.units.batches import SpotCheckMismatch
+
+FASTER = 0.9  # a batch is kept when it takes at most this fraction of the loop over its items
+HELD_FACTOR = 4  # what one item of a batch holds, in multiples of the check's inputs and outputs
+LOOP_ITEMS = 2  # items the loop is timed on
+FEWEST_ITEMS = 8  # a workload of fewer items stays element by element, untimed
+_REMEMBERED = 4096  # decisions kept per process (the oldest go first)
+# vmap errors that say the op cannot be batched, whatever its sample
+_OP_REASONS = {
+    Fallback.NO_VMAP,
+    Fallback.NO_BATCHING_RULE,
+    Fallback.DYNAMIC_SHAPE,
+    Fallback.ITEM,
+    Fallback.RANDOMNESS,
+    Fallback.AUTOGRAD_FUNCTION,
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A workload's batch size (0: element by element, for ``reason``), and the time one batch
+    took when it was measured."""
+
+    batch: int = 0
+    reason: Fallback | None = None
+    seconds: float | None = None
+
+
+_lock = threading.Lock()
+_remembered: collections.OrderedDict[Hashable, Decision] = collections.OrderedDict()
+
+
+def forget() -> None:
+    """Drop every remembered decision (tests; a process that changed what a function does)."""
+    with _lock:
+        _remembered.clear()
+
+
+def _recall(key: Hashable | None) -> Decision | None:
+    if key is None:
+        return None
+    with _lock:
+        found = _remembered.get(key)
+        if found is not None:
+            _remembered.move_to_end(key)
+        return found
+
+
+def _remember(key: Hashable | None, decision: Decision) -> Decision:
+    if key is not None:
+        with _lock:
+            _remembered[key] = decision
+            while len(_remembered) > _REMEMBERED:
+                _remembered.popitem(last=False)
+    return decision
+
+
+def _keys(engine: Engine, subject: Subject, unit: Any) -> tuple[Hashable | None, Hashable | None]:
+    """The workload's key for vmap errors (the op and kind of work) and for decisions (and the
+    inputs' shapes and dtypes); None when the function says nothing of what it computes."""
+    variant = subject.variants[unit.variant]
+    function = function_key(variant.func)
+    if function is None:
+        return None, None
+    where = unit.position if isinstance(unit, NumericalColumns) else getattr(unit, "output", getattr(unit, "input", 0))
+    op = (function, type(unit).__name__, str(unit.variant), where)
+    shapes = tuple((info.shape, info.dtype_name) for info in map(engine.info, filter(engine.is_tensor, variant.inputs)))
+    return op, (op, shapes)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one item of a batch holds while the batch runs (``running``) and in the unit's
+    result (``result``), in bytes, and the budget of the executor's policy (infinite if none)."""
+
+    running: float
+    result: float
+    policy_budget: float = math.inf
+
+    def most(self, batching: Batching) -> int:
+        """Items a batch may hold: all it holds within the block budget (the process's, or the
+        policy's if smaller), its result within half of it (a block job holds two results)."""
+        budget = min(default_block_bytes() if batching.budget is None else batching.budget, self.policy_budget)
+        return int(min(budget // max(1.0, self.running), budget / 2 // max(1.0, self.result)))
+
+
+def decide(
+    policy: Batching, engine: Engine, subject: Subject, unit: Any, held: Held, tolerance: tuple[float, float]
+) -> Decision:
+    """The decision for the workload of ``unit`` (its items ``unit.start:unit.stop``, from 0):
+    ``held`` says what one item of a batch holds, ``tolerance`` is the spot checks'."""
+    if getattr(unit, "sparse", False):
+        return Decision(reason=Fallback.SPARSE)
+    items = unit.stop - unit.start
+    batch = min(items, policy.most_items, held.most(policy))
+    if items < (FEWEST_ITEMS if policy.measure else 2):
+        return Decision(reason=Fallback.SMALL)
+    if batch < 2:
+        return Decision(reason=Fallback.MEMORY)
+    op, key = _keys(engine, subject, unit)
+    known = _recall(op) or _recall(key)
+    if known is not None and known.reason is not None:
+        return known
+    if isinstance(unit, NumericalColumns) and _reads_elsewhere(engine, subject, unit):
+        return Decision(reason=Fallback.CLOSURE)
+    if known is not None or not policy.measure:
+        return known or Decision(batch)
+    decision = _measure(policy, engine, subject, unit, batch, tolerance)
+    return _remember(op if decision.reason in _OP_REASONS else key, decision)
+
+
+def _reads_elsewhere(engine: Engine, subject: Subject, unit: NumericalColumns) -> bool:
+    """:meth:`~distcheck.engines.base.Engine.reads_elsewhere`, True if asking raises (the function
+    fails on a copy of its input: left to the element-by-element path). The engine's global RNG
+    is left as it was."""
+    variant = subject.variants[unit.variant]
+    state = engine.rng_state()
+    try:
+        return engine.reads_elsewhere(variant.func, variant.inputs, unit.position)
+    except Exception:
+        return True
+    finally:
+        if state is not None:
+            engine.set_rng_state(state)
+
+
+def _measure(
+    policy: Batching, engine: Engine, subject: Subject, unit: Any, batch: int, tolerance: tuple[float, float]
+) -> Decision:
+    """Time the loop on :data:`LOOP_ITEMS` items, then (if the workload is worth it) one batch.
+    The engine's global RNG is left as it was (a function that draws random numbers)."""
+    items = unit.stop - unit.start
+    state = engine.rng_state()
+    try:
+        loop = _timed(engine, subject, replace(unit, stop=unit.start + min(LOOP_ITEMS, items)))
+        if isinstance(loop, Exception):  # the loop itself fails: the exact path says how
+            return Decision(reason=Fallback.FAILURE)
+        per_item = loop / min(LOOP_ITEMS, items)
+        if per_item * items < policy.min_seconds:
+            return Decision(reason=Fallback.SMALL)
+        trial = replace(unit, stop=unit.start + batch, batch=batch, spot_tolerance=tolerance)
+        budget = FASTER * per_item * batch
+        seconds = _timed(engine, subject, trial)
+        if not isinstance(seconds, Exception) and seconds > budget:  # a first call's one-off costs
+            seconds = min(seconds, _timed(engine, subject, trial))
+    finally:
+        if state is not None:
+            engine.set_rng_state(state)
+    if isinstance(seconds, SpotCheckMismatch):
+        return Decision(reason=Fallback.SPOT_CHECK)
+    if isinstance(seconds, EngineCapabilityError):
+        return Decision(reason=Fallback.NO_VMAP)
+    if isinstance(seconds, Exception):
+        return Decision(reason=engine.batching_failure(seconds))
+    if seconds > budget:
+        return Decision(reason=Fallback.SLOWER, seconds=seconds)
+    return Decision(batch, seconds=seconds)
+
+
+def _timed(engine: Engine, subject: Subject, unit: Any) -> float | Exception:
+    """Seconds ``unit`` takes on one intra-op thread, or the exception it raised."""
+    start = time.perf_counter()
+    result = execute(unit, subject, threads=1)
+    return result.error if result.error is not None else time.perf_counter() - start

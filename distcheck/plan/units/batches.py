@@ -1,0 +1,108 @@
+"""Units computed a batch at a time (their ``batch`` > 0): the blocks the element-by-element
+path computes, from the engine's vectorized calls (:mod:`distcheck.engines.batched`), batch
+after batch along the unit's range. Batches start at multiples of ``batch`` from the first
+item, so that a batch holds the same items however the work is chunked: every executor
+computes the same numbers.
+
+Every batch is spot-checked: its middle item is computed again element by element, torch's way
+(the input moved in place, one backward pass, one forward pass), and must agree with the
+batch's element by element within the unit's ``spot_tolerance`` ``(rtol, atol)``; otherwise the
+unit raises :class:`SpotCheckMismatch`, and the reducer judges the whole comparison element by
+element (see :mod:`distcheck.plan.vectorize`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distcheck.engines import Engine
+from distcheck.engines.batched import forward_block, numerical_block, rows_block
+from distcheck.engines.derivatives import column_jvp, row_vjp
+from distcheck.numerics.compare import agrees
+from distcheck.numerics.finite_differences import jacobian_column
+from distcheck.plan.subject import Subject
+from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, GradientRows, RowsResult, fit
+
+
+class SpotCheckMismatch(AssertionError):
+    """A batch disagreed with its item computed element by element."""
+
+
+def batches(unit: Any) -> list[range]:
+    """The unit's items, batch by batch."""
+    return [range(b, min(b + unit.batch, unit.stop)) for b in range(unit.start, unit.stop, unit.batch)]
+
+
+def spot_item(batch: range) -> int:
+    return batch[len(batch) // 2]
+
+
+def _spot_check(batched: np.ndarray, exact: np.ndarray | None, tolerance: tuple[float, float], what: str) -> None:
+    exact = np.zeros_like(batched) if exact is None else fit(np.asarray(exact).reshape(batched.shape), batched)
+    if not agrees(batched, exact, *tolerance):
+        raise SpotCheckMismatch(
+            f"{what}: the batched values differ from those computed element by element "
+            f"beyond rtol {tolerance[0]:g}, atol {tolerance[1]:g}"
+        )
+
+
+def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
+    """A :class:`~distcheck.plan.units.NumericalColumns` unit's blocks, batch by batch."""
+    variant = subject.variants[unit.variant]
+    wanted = [slot is not None for slot in unit.outputs]
+    blocks = [None if s is None else np.zeros((unit.size, s.numel), dtype=s.dtype) for s in unit.outputs]
+    evaluate = engine.perturbed_evaluator(variant.func, variant.inputs, unit.position, wanted)
+    for items in batches(unit):
+        got = numerical_block(
+            engine, variant.func, variant.inputs, unit.position, items, unit.eps, unit.is_complex, wanted
+        )
+        k = spot_item(items)
+        exact = jacobian_column(evaluate, k, unit.eps, unit.is_complex)
+        for o, (block, values) in enumerate(zip(blocks, got)):
+            if block is None:
+                continue
+            block[items.start - unit.start : items.stop - unit.start] = values
+            _spot_check(values[k - items.start], exact[o], unit.spot_tolerance, f"numerical column {k}")
+    return blocks
+
+
+def analytical_rows(unit: Any, engine: Engine, subject: Subject) -> RowsResult:
+    """An :class:`~distcheck.plan.units.AnalyticalRows` unit's result, batch by batch, each
+    batch's rows computed twice as the element-by-element path computes each row twice."""
+    variant = subject.variants[unit.variant]
+    positions = [s.position for s in unit.inputs]
+    runs = [GradientRows(unit.inputs, unit.size) for _ in range(ROW_RUNS)]
+    for rows in runs:
+        for items in batches(unit):
+            at = slice(items.start - unit.start, items.stop - unit.start)
+            grads = rows_block(engine, variant.func, variant.inputs, unit.output, positions, items)
+            for k, g in enumerate(grads):
+                rows.put(k, at, g, g.shape[1:])
+    vjp = row_vjp(engine, variant.func, variant.inputs, unit.output, positions)
+    for items in batches(unit):
+        r = spot_item(items)
+        for k, exact in enumerate(vjp(r)):
+            _spot_check(runs[0].rows[k][r - unit.start], exact, unit.spot_tolerance, f"analytical row {r}")
+    return RowsResult.of(runs)
+
+
+def forward_columns(unit: Any, engine: Engine, subject: Subject) -> ColumnsResult:
+    """A :class:`~distcheck.plan.units.ForwardColumns` unit's result, batch by batch."""
+    variant = subject.variants[unit.variant]
+    float_outputs = [k for k, slot in enumerate(unit.outputs) if slot is not None]
+    blocks = [None if s is None else np.zeros((unit.size, s.numel), dtype=s.dtype) for s in unit.outputs]
+    jvp = column_jvp(engine, variant.func, variant.inputs, unit.diff_positions)
+    mismatch = False
+    for items in batches(unit):
+        at = slice(items.start - unit.start, items.stop - unit.start)
+        tangents = forward_block(engine, variant.func, variant.inputs, unit.diff_positions, unit.input, items)
+        for position, tangent in zip(float_outputs, tangents):
+            mismatch = mismatch or np.iscomplexobj(tangent) != unit.output_is_complex[position]
+            blocks[position][at] = fit(tangent.reshape(len(items), -1), blocks[position])
+        c = spot_item(items)
+        for position, exact in zip(float_outputs, jvp(unit.input, c)):
+            block = blocks[position]
+            _spot_check(block[c - unit.start], exact, unit.spot_tolerance, f"forward column {c}")
+    return ColumnsResult(blocks, mismatch)

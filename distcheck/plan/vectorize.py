@@ -1,0 +1,190 @@
+"""Batched Jacobian blocks in a plan: the slow-mode comparisons whose work is worth batching
+become :class:`~distcheck.plan.stages.BatchedComparison` stages, with torch's verdicts and
+messages by construction.
+
+For each slow-mode Jacobian comparison of a planned check, each of its workloads (the numerical
+columns of an input, the analytical rows of an output, the forward columns of an input) is
+batched or not as :func:`~distcheck.plan.batch_choice.decide` finds. Where one is, the stage
+keeps its element-by-element twin (the comparison as planned, run only if needed) and compares
+the batched Jacobians first, where it decides only a clear pass:
+
+- every element within :data:`CLEAR` of its tolerance: ``|a - n| <= CLEAR·(atol + rtol·|n|)``
+  (so that the last-bit differences between a batch and torch's loop, which finite differences
+  amplify by 1/eps and are measured below 1e-8 on op_db, cannot turn a pass into a failure);
+- the rows' two runs within ``nondet_tol``, sizes and dtypes as the reference wants them;
+- every batch's spot check agreeing: its middle item computed again torch's way, element by
+  element, within :data:`SPOT` of the tolerance, element by element.
+
+Anything else, and any error of a batch, is judged again by the element-by-element twin, so
+that every failure, and every number in its message, is the exact path's. Batched units cover
+whole batches: the policy cuts a batched workload into chunks of whole batches, so that a batch
+holds the same items on every executor and gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from distcheck.engines import Engine
+from distcheck.kinds import Fallback
+from distcheck.options import Batching, CheckOptions
+from distcheck.plan.batch_choice import HELD_FACTOR, Decision, Held, decide
+from distcheck.plan.chunking import ChunkPolicy, Workload
+from distcheck.plan.stages import (
+    Auxiliary,
+    BatchedComparison,
+    JacobianComparison,
+    ProjectedComparison,
+    Stage,
+    ZeroNumericalJacobian,
+)
+from distcheck.plan.subject import Subject
+from distcheck.plan.units import ROW_RUNS, Unit
+from distcheck.plan.units.slots import slots_bytes
+
+CLEAR = 0.5  # a batched comparison decides a pass only within this fraction of the tolerances
+SPOT = 0.01  # a batch's spot item agrees with torch's way within this fraction of them
+
+Workloads = dict[tuple[int, ...], tuple[int, ...] | Fallback]  # a workload's units -> its batched units, or why not
+
+
+def vectorized(
+    units: list[Unit],
+    stages: list[Stage],
+    subject: Subject,
+    engine: Engine,
+    options: CheckOptions,
+    policy: ChunkPolicy,
+    batching: Batching,
+) -> tuple[list[Unit], list[Stage], dict[int, Fallback]]:
+    """The plan's units and stages with its worthwhile work batched, and why each slow-mode
+    comparison left element by element is (by stage index)."""
+    made = list(units)
+    workloads: Workloads = {}
+    tolerance = (SPOT * options.rtol, SPOT * options.atol)
+    new_stages: list[Stage] = []
+    reasons: dict[int, Fallback] = {}
+
+    def batched(group: tuple[int, ...], running: float) -> tuple[int, ...] | Fallback:
+        if group not in workloads:
+            workloads[group] = _batch(made, group, subject, engine, policy, batching, running, tolerance)
+        return workloads[group]
+
+    for index, stage in enumerate(stages):
+        if not isinstance(stage, JacobianComparison):
+            new_stages.append(stage)
+            continue
+        running = _running_bytes(units, stage)
+        numerical = [batched(group, running) for group in stage.numerical]
+        analytical = [batched(group, running) for group in stage.analytical]
+        chosen = numerical + analytical
+        if all(isinstance(c, Fallback) for c in chosen):
+            new_stages.append(stage)
+            reasons[index] = next((c for c in chosen if c != Fallback.SMALL), Fallback.SMALL)
+            continue
+        pick = lambda c, g: g if isinstance(c, Fallback) else c  # noqa: E731
+        on_batches = replace(
+            stage,
+            numerical=tuple(map(pick, numerical, stage.numerical)),
+            analytical=tuple(map(pick, analytical, stage.analytical)),
+        )
+        new_stages.append(BatchedComparison(on_batches, *_twin(units, stage)))
+    return _compacted(made, new_stages) + (reasons,)
+
+
+def _running_bytes(units: Sequence[Unit], stage: JacobianComparison) -> float:
+    """What one item of a batch of the stage's work holds: :data:`~distcheck.plan.batch_choice.HELD_FACTOR`
+    times the stage's inputs and outputs."""
+    outputs = units[stage.numerical[0][0]].outputs if stage.numerical and stage.numerical[0] else ()
+    return HELD_FACTOR * (slots_bytes(stage.inputs) + slots_bytes(outputs))
+
+
+def _batch(
+    made: list[Unit],
+    group: tuple[int, ...],
+    subject: Subject,
+    engine: Engine,
+    policy: ChunkPolicy,
+    batching: Batching,
+    running: float,
+    tolerance: tuple[float, float],
+) -> tuple[int, ...] | Fallback:
+    """The batched units of a workload (appended to ``made``), or why it stays element by element."""
+    first, last = made[group[0]], made[group[-1]]
+    if getattr(first, "vector", None) is not None:  # fast mode's vector units: one item each
+        return Fallback.SMALL
+    whole = replace(first, start=0, stop=last.stop)
+    held = Held(running, _result_bytes(whole), getattr(policy, "block_bytes", math.inf))
+    decision: Decision = decide(batching, engine, subject, whole, held, tolerance)
+    if decision.reason is not None:
+        return decision.reason
+    size = decision.batch
+    count = math.ceil(whole.stop / size)
+    ranges = policy.chunks(Workload(count, decision.seconds, _result_bytes(whole) * size)) or [(0, count)]
+    start = len(made)
+    for a, b in ranges:
+        made.append(
+            replace(whole, start=a * size, stop=min(b * size, whole.stop), batch=size, spot_tolerance=tolerance)
+        )
+    return tuple(range(start, len(made)))
+
+
+def _result_bytes(unit: Any) -> int:
+    """What one item of a unit's result holds (twice for analytical rows, computed twice)."""
+    slots = unit.inputs if hasattr(unit, "inputs") else unit.outputs
+    return (ROW_RUNS if hasattr(unit, "inputs") else 1) * slots_bytes(slots)
+
+
+def _twin(units: Sequence[Unit], stage: JacobianComparison) -> tuple[JacobianComparison, tuple[Unit, ...]]:
+    """The stage over its own copy of its units (the element-by-element twin)."""
+    order: dict[int, int] = {}
+    for group in (*stage.numerical, *stage.analytical):
+        for u in group:
+            order.setdefault(u, len(order))
+    local = lambda groups: tuple(tuple(order[u] for u in g) for g in groups)  # noqa: E731
+    twin = replace(stage, numerical=local(stage.numerical), analytical=local(stage.analytical))
+    return twin, tuple(units[u] for u in order)
+
+
+def _compacted(units: list[Unit], stages: list[Stage]) -> tuple[list[Unit], list[Stage]]:
+    """Only the units some stage uses, the stages' indices renumbered."""
+    used = sorted({u for stage in stages for u in _uses(stage)})
+    number = {old: new for new, old in enumerate(used)}
+    return [units[u] for u in used], [_renumbered(stage, number) for stage in stages]
+
+
+def _uses(stage: Stage) -> list[int]:
+    match stage:
+        case BatchedComparison(batched=inner):
+            return _uses(inner)
+        case JacobianComparison() | ZeroNumericalJacobian():
+            groups = list(stage.numerical) + list(getattr(stage, "analytical", ()))
+            return [u for g in groups for u in g]
+        case ProjectedComparison():
+            return list(stage.numerical) + list(stage.analytical)
+        case Auxiliary():
+            return [stage.unit]
+    raise TypeError(f"unknown stage {stage!r}")
+
+
+def _renumbered(stage: Stage, number: dict[int, int]) -> Stage:
+    groups = lambda gs: tuple(tuple(number[u] for u in g) for g in gs)  # noqa: E731
+    match stage:
+        case BatchedComparison(batched=inner):
+            return replace(stage, batched=_renumbered(inner, number))
+        case JacobianComparison():
+            return replace(stage, numerical=groups(stage.numerical), analytical=groups(stage.analytical))
+        case ZeroNumericalJacobian():
+            return replace(stage, numerical=groups(stage.numerical))
+        case ProjectedComparison():
+            return replace(
+                stage,
+                numerical=tuple(number[u] for u in stage.numerical),
+                analytical=tuple(number[u] for u in stage.analytical),
+            )
+        case Auxiliary():
+            return replace(stage, unit=number[stage.unit])
+    raise TypeError(f"unknown stage {stage!r}")
