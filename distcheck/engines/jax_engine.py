@@ -52,9 +52,11 @@ import numpy as np
 
 from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.registry import get_engine
+from distcheck.engines.restricted import Restricted
 from distcheck.engines.tuples import as_tuple
 from distcheck.engines.wording import Wording
 from distcheck.errors import GradcheckError
+from distcheck.kinds import Fallback
 from distcheck.numerics.random_vectors import unit_vectors
 
 X64_OFF = (
@@ -87,21 +89,6 @@ def _values_dtype(dtype: Any) -> np.dtype:
     with) is checked at float32."""
     dtype = np.dtype(dtype)
     return np.dtype(np.float32) if _is_inexact(dtype) and dtype.kind not in "fc" else dtype
-
-
-class _Restricted:
-    """``func`` as a function of the inputs at ``positions`` (the others held), giving the outputs
-    at ``selected`` (all outputs when None): what ``jax.vjp`` / ``jax.jvp`` differentiate."""
-
-    def __init__(self, func: Callable, inputs: tuple, positions: Sequence[int], selected: Sequence[int] | None):
-        self.func, self.inputs, self.positions, self.selected = func, inputs, list(positions), selected
-
-    def __call__(self, *moved):
-        full = list(self.inputs)
-        for p, x in zip(self.positions, moved):
-            full[p] = x
-        outputs = as_tuple(self.func(*full))
-        return outputs if self.selected is None else tuple(outputs[p] for p in self.selected)
 
 
 class JaxEngine(Engine):
@@ -180,7 +167,7 @@ class JaxEngine(Engine):
     def pullback(self, func, inputs, outputs, diff_positions, output_positions, create_graph=False):
         """``jax.vjp`` with torch's convention: ``conj(vjp(conj(g)))``; an undefined (None)
         grad-output is zeros. JAX's VJPs are differentiable as they are (``create_graph``)."""
-        restricted = _Restricted(func, inputs, diff_positions, output_positions)
+        restricted = Restricted(func, inputs, diff_positions, output_positions)
         selected, vjp = jax.vjp(restricted, *(inputs[p] for p in diff_positions))
 
         def apply(cotangents: Sequence[Any]) -> list[Any]:
@@ -191,7 +178,7 @@ class JaxEngine(Engine):
 
     def pushforward(self, func: Callable, inputs: tuple, diff_positions: Sequence[int]):
         """``jax.jvp``; an absent tangent is zeros; integer outputs have no tangent (None)."""
-        restricted = _Restricted(func, inputs, diff_positions, None)
+        restricted = Restricted(func, inputs, diff_positions, None)
         primals = tuple(inputs[p] for p in diff_positions)
 
         def apply(tangents: Sequence[Any]) -> list[Any]:
@@ -203,6 +190,24 @@ class JaxEngine(Engine):
 
     def vmap(self, function: Callable[[Any], tuple], stacked: Any) -> tuple:
         return tuple(jax.vmap(function)(stacked))
+
+    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: Any) -> tuple:
+        """``jax.vmap`` (strict by construction: no per-item fallback; JAX's random numbers are
+        explicit keys, which map like any input)."""
+        args = list(inputs)
+        args[position] = stacked
+        in_axes = tuple(0 if k == position else None for k in range(len(args)))
+        return as_tuple(jax.vmap(func, in_axes=in_axes)(*args))
+
+    def batching_failure(self, error: Exception) -> Fallback:
+        """A traced value read back (``float``, ``bool``, ``.item()``: a concretization error),
+        a shape that depends on values (boolean indexing), or another vmap error."""
+        name = type(error).__name__
+        if "BooleanIndex" in name or "NonConcrete" in name:
+            return Fallback.DYNAMIC_SHAPE
+        if "Concretization" in name or "Tracer" in name:
+            return Fallback.ITEM
+        return super().batching_failure(error)
 
     def complex_part(self, value: Any, part: str) -> Any:
         if not (self.is_tensor(value) and jnp.iscomplexobj(value)):

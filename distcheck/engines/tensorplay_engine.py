@@ -16,7 +16,7 @@ functions torch's gradcheck semantics without inheriting tensorplay's own gradch
 - ``tp.rand(generator=...)`` ignores its generator: fast mode's fixed-seed vectors are drawn
   with numpy;
 - the intra-op thread pool can be sized only once per process (see :meth:`TensorplayEngine.threads`);
-- there is no usable forward-mode AD (see :data:`NO_FORWARD_AD`);
+- there is no usable forward-mode AD (see :data:`~distcheck.engines.tensorplay_wording.NO_FORWARD_AD`);
 - sparse tensorplay tensors exist but are not supported here yet (:data:`NO_SPARSE`).
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -36,8 +35,9 @@ from tensorplay.func import vmap
 from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.checks import GradOfOutputs
 from distcheck.engines.complex_parts import ComplexOutputPart
+from distcheck.engines.restricted import Restricted
+from distcheck.engines.tensorplay_wording import TensorplayWording
 from distcheck.engines.tuples import as_tuple
-from distcheck.engines.wording import UNDEFINED_NONZERO, UNDEFINED_RAISED, Wording
 from distcheck.errors import EngineCapabilityError, GradcheckError
 from distcheck.kinds import Part
 from distcheck.numerics.random_vectors import unit_vectors
@@ -45,16 +45,6 @@ from distcheck.numerics.random_vectors import unit_vectors
 __all__ = ["ComplexOutputPart", "GradOfOutputs", "TensorplayEngine", "to_numpy", "to_tensor"]
 
 _TensorplayGradcheckError = importlib.import_module("tensorplay.autograd.gradcheck").GradcheckError
-
-NO_FORWARD_AD = (
-    "tensorplay {version} has no forward-mode AD that distcheck can check: "
-    "tensorplay.autograd.forward_ad.make_dual returns a Python DualTensor that is not a tensorplay.Tensor "
-    "(tensorplay ops such as tensorplay.sin reject it, and only a few arithmetic methods propagate tangents), "
-    "and tensorplay.func.jvp is computed from the reverse-mode graph by double backward, not from forward-mode "
-    "derivative formulas (it silently returns zero tangents for ops without a double backward, such as tanh, "
-    "sigmoid and relu). Checking it would only re-check the backward pass. {what} needs forward-mode AD: "
-    "pass {flag}=False for tensorplay functions."
-)
 
 NO_SPARSE = (
     "distcheck's tensorplay engine does not check sparse tensorplay inputs yet: pass them as dense tensors "
@@ -65,19 +55,6 @@ NO_DOUBLE_BACKWARD = (
     "tensorplay computed gradients that do not require grad although the grad-outputs do: the backward "
     "of an op in this function has no double backward in tensorplay (e.g. tanh, sigmoid, relu, conv2d), so "
     "gradgradcheck will find their derivatives missing"
-)
-
-BATCHED_GRAD_NOTE = """gradcheck or gradgradcheck failed while testing batched gradient computation: the
-backward pass computed for a batch of grad-outputs in one tensorplay.func.vmap call differs from
-separate calls, or vmap could not run it. To skip this test pass check_batched_grad=False. The usual
-cause is an operation in the backward formula that has no batching rule in tensorplay ("Kernel not
-found for op: ... on backend: VmapCPU")."""
-
-
-# torch's wording (tensorplay follows the same convention: an undefined grad means zeros)
-_UNDEFINED_NOTES = (
-    'Please look at "Notes about undefined output gradients" in "tools/autograd/derivatives.yaml" '
-    "(PyTorch's; tensorplay follows the same convention: an undefined grad-output stands for zeros)"
 )
 
 
@@ -153,44 +130,6 @@ class UndefinedGrad(tp.autograd.Function):
 
 
 _thread_count_fixed = False  # tensorplay sizes its intra-op pool once per process
-
-
-class TensorplayWording(Wording):
-    """tensorplay's messages: torch's, saying what tensorplay's backward did (its own convention
-    for undefined grads, the largest wrong value, its missing vmap batching rules)."""
-
-    def zero_grad_nonzero(self, position: int, values: np.ndarray) -> str:
-        return super().zero_grad_nonzero(position, values) + _largest(values)
-
-    def grad_type(self, grad: TensorInfo, value: TensorInfo, position: int) -> str:
-        hint = ""
-        if grad.is_complex and not value.is_complex:
-            hint = ": tensorplay did not reduce the complex gradient of a real input to its real part"
-        kinds = f"{grad.dtype_name} for differentiable input {position} of {value.dtype_name}"
-        return f"grad is incorrect type ({kinds}{hint})"
-
-    def grad_size(self, grad: TensorInfo, value: TensorInfo, position: int) -> str:
-        return f"grad is incorrect size ({grad.shape} for differentiable input {position} of {value.shape})"
-
-    def undefined_raised(self, label: str, error: Exception) -> str:
-        detail = f"With {label}, tensorplay's backward raised {type(error).__name__}: {error}"
-        return f"{UNDEFINED_RAISED} {_UNDEFINED_NOTES}. {detail}"
-
-    def undefined_nonzero(self, label: str, position: int, values: np.ndarray) -> str:
-        detail = f"tensorplay's backward gave differentiable input {position} a nonzero gradient{_largest(values)}"
-        return f"{UNDEFINED_NONZERO} {_UNDEFINED_NOTES}. With {label}, {detail}"
-
-    def batched_note(self, forward: bool) -> str:
-        return BATCHED_GRAD_NOTE
-
-    def batched_error(self, error: Exception, forward: bool) -> str:
-        return (
-            f"While computing batched gradients, got: {type(error).__name__}: {error}{_missing_kernel(error)}"
-            f"\n\n{BATCHED_GRAD_NOTE}"
-        )
-
-    def missing(self, error: Exception, what: str, flag: str) -> Exception:
-        return EngineCapabilityError(NO_FORWARD_AD.format(version=tp.__version__, what=what, flag=flag))
 
 
 class TensorplayEngine(Engine):
@@ -332,6 +271,20 @@ class TensorplayEngine(Engine):
     def vmap(self, function: Callable, stacked: tp.Tensor) -> tuple:
         return tuple(vmap(function)(stacked))
 
+    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: tp.Tensor) -> tuple:
+        """``tensorplay.func.vmap`` with random operations refused, recording no gradients."""
+        args = [x.detach() if isinstance(x, tp.Tensor) else x for x in inputs]
+        args[position] = stacked
+        in_dims = tuple(0 if k == position else None for k in range(len(args)))
+        with tp.no_grad():
+            return as_tuple(vmap(func, in_dims=in_dims, randomness="error")(*args))
+
+    def transform_pullback(self, func, inputs, diff_positions, output_positions):
+        """``tensorplay.func.vjp`` (its autograd's ``grad`` cannot be vmapped)."""
+        restricted = Restricted(func, inputs, diff_positions, output_positions)
+        _, vjp = tp.func.vjp(restricted, *(inputs[p] for p in diff_positions))
+        return lambda cotangents: list(vjp(tuple(cotangents)))
+
     def complex_part(self, value: Any, part: Part) -> Any:
         """``view_as_real(o).select(-1, k)``: ``Tensor.real``/``.imag`` are not differentiable in
         tensorplay; this is, with torch's gradients."""
@@ -378,17 +331,3 @@ class TensorplayEngine(Engine):
         body = np.array2string(block, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
         suffix = "" if block.dtype == np.float32 else f", dtype={block.dtype.name.capitalize()}"
         return f"tensor({body}{suffix})"
-
-
-def _largest(values: np.ndarray) -> str:
-    return f" (largest |value| {np.max(np.abs(values)):.3g})"
-
-
-def _missing_kernel(error: Exception) -> str:
-    """A hint naming the op that has no vmap batching rule, when that is what failed."""
-    match = re.search(
-        r"Kernel not found for op: (\S+) on backend: Vmap|No native batch rule registered for (\S+)", str(error)
-    )
-    if match is None:
-        return ""
-    return f" (tensorplay has no batching rule for {match.group(1) or match.group(2)}, which this backward pass uses)"

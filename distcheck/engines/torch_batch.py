@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from distcheck.engines.restricted import Restricted
 from distcheck.engines.torch_tensors import call, perturbable, wanted_numpy
 from distcheck.engines.tuples import as_tuple
 from distcheck.kinds import Fallback
@@ -53,14 +54,7 @@ def batching_failure(error: Exception) -> Fallback:
 
 def transform_pullback(func: Callable, inputs: tuple, diff_positions: Sequence[int], output_positions: Sequence[int]):
     """``torch.func.vjp`` of ``func`` restricted to its differentiable inputs and selected outputs."""
-
-    def restricted(*diff):
-        full = list(inputs)
-        for p, d in zip(diff_positions, diff):
-            full[p] = d
-        outputs = as_tuple(func(*full))
-        return tuple(outputs[p] for p in output_positions)
-
+    restricted = Restricted(func, inputs, diff_positions, output_positions)
     _, vjp = torch.func.vjp(restricted, *(inputs[p] for p in diff_positions))
     return lambda cotangents: list(vjp(tuple(cotangents)))
 

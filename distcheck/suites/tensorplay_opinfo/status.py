@@ -6,7 +6,7 @@ In this order (the first reason that applies is the case's):
    a test PyTorch skips or expects to fail is ``skipped`` / ``xfail`` here with the same reason;
 2. forward-mode checks (``fwgrad``, ``fwgrad_bwgrad``): tensorplay has no forward-mode AD that
    distcheck can check (the engine raises ``EngineCapabilityError``: see
-   :data:`~distcheck.engines.tensorplay_engine.NO_FORWARD_AD`);
+   :data:`~distcheck.engines.tensorplay_wording.NO_FORWARD_AD`);
 3. an op tensorplay lacks, or whose Python op or ``gradcheck_wrapper`` uses something
    tensorplay lacks (:func:`~distcheck.suites.tensorplay_opinfo.lookup.missing_reason`);
 4. an op whose tensorplay implementation kills the process (:data:`CRASHES`): a serial run
