@@ -199,7 +199,8 @@ def test_a_large_check_is_split_over_several_workers(executors):
     executor = executors["cost model"]
     if executor.workers < 2:
         pytest.skip("needs a Ray with at least 2 CPUs")
-    _, plan = plan_check(slow_sin, (_x(300),), CheckOptions(), executor)  # 600 evaluations: ≥ 0.6 s
+    # 600 evaluations, element by element (batched, they would take one sleep per batch): ≥ 0.6 s
+    _, plan = plan_check(slow_sin, (_x(300),), CheckOptions(vectorize=False), executor)
     columns = [u for u in plan.units if isinstance(u, NumericalColumns)]
     assert len(columns) >= 2
     results = executor.submit(plan.subject, plan.units)
@@ -238,7 +239,7 @@ class CountsUnpickling:
 
 def test_the_subject_is_deserialized_once_per_worker_not_per_task(executors, tmp_path):
     func = CountsUnpickling(tmp_path / "unpickled")
-    _, plan = plan_check(func, (_x(30),), CheckOptions(), executors["pieces"])
+    _, plan = plan_check(func, (_x(30),), CheckOptions(vectorize=False), executors["pieces"])
     results = executors["pieces"].submit(plan.subject, plan.units)
     try:
         assert all(results.get(k).error is None for k in range(len(plan.units)))
