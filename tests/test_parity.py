@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.parity.cases import ALL, GRAD_MODES, GRADGRAD_MODES, MODE_CASES, SPARSE, SPARSE_MODES
+from distcheck import BatchCounts, Batching
+from tests.parity.cases import ALL, CORRECT, GRAD_MODES, GRADGRAD, GRADGRAD_MODES, MODE_CASES, SPARSE, SPARSE_MODES
 from tests.parity.runner import run
 
 
@@ -65,3 +66,49 @@ def test_same_verdict_as_torch_in_every_mode(case, mode, options):
         assert (reference.verdict, ours.verdict) == ("GradcheckError", "GradcheckError")
         return
     assert ours.comparable() == reference.comparable(), f"\ntorch:     {reference}\ndistcheck: {ours}"
+
+
+# -- batched Jacobian blocks: torch's verdicts by construction --------------------------------
+
+FORCE = Batching(measure=False, min_seconds=0)  # batch whatever the engine can, untimed
+
+
+@pytest.mark.parametrize("case", [c for c in ALL if c not in MODE_CASES], ids=str)
+def test_batched_verdict_is_torchs(case):
+    """Every parity case with its Jacobians batched wherever the engine can batch them: torch's
+    verdict and kind of message, and the element-by-element path's message, character for
+    character (the batched comparisons decide only clear passes)."""
+    reference = run(case, "torch")
+    exact = run(case, "distcheck", vectorize=False)
+    counts = BatchCounts()
+    batched = run(case, "distcheck", vectorize=FORCE, batch_counts=counts)
+    assert batched.comparable() == reference.comparable(), f"\ntorch:     {reference}\nbatched: {batched}"
+    if case.name not in NONDETERMINISTIC:
+        assert batched.message == exact.message
+
+
+NONDETERMINISTIC = {"nondet_backward", "nondet_backward_with_tol"}  # their messages hold the noise drawn
+
+
+def test_batched_parity_cases_are_batched():
+    """The parity run above does batch: most correct cases are decided on batched blocks."""
+    decided = 0
+    for case in CORRECT + GRADGRAD:
+        counts = BatchCounts()
+        run(case, "distcheck", vectorize=FORCE, batch_counts=counts)
+        decided += counts.batched > 0 and counts.exact == 0
+    assert decided >= (len(CORRECT) + len(GRADGRAD)) // 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "mode", "options"), MODE_RUNS)
+def test_batched_verdict_is_torchs_in_every_mode(case, mode, options):
+    reference = run(case, "torch", **options)
+    batched = run(case, "distcheck", vectorize=FORCE, **options)
+    if (case.name, mode) in KNOWN_DIVERGENCES:
+        assert batched.verdict == KNOWN_DIVERGENCES[case.name, mode]
+        return
+    if (case.name, mode) == ("non_differentiable_float_output_first", "forward_fast"):
+        assert batched.verdict == "GradcheckError"
+        return
+    assert batched.comparable() == reference.comparable(), f"\ntorch:     {reference}\nbatched: {batched}"

@@ -30,22 +30,41 @@ def vectorizable(func: Callable, inputs: tuple) -> Callable:
     return func if own is None else own(inputs)
 
 
-def function_key(func: Callable) -> Hashable | None:
+def function_key(func: Callable, _depth: int = 0) -> Hashable | None:
     """What ``func`` computes, stable within a process: the same for another sample of one op
-    (its code, its type and printed name, or what a wrapper says of itself with ``batch_key``);
+    (a function's code and the callables it closes over, a bound method's function and owner,
+    an object's type and printed name, or what a wrapper says of itself with ``batch_key``);
     None when nothing says (an object printed with its address)."""
     own = getattr(func, "batch_key", None)
     if own is not None:
         return own
+    method, owner = getattr(func, "__func__", None), getattr(func, "__self__", None)
+    if method is not None and owner is not None:  # a bound method: of a class (Function.apply) or an object
+        inner = function_key(method, _depth)
+        owner_key = owner if isinstance(owner, type) else function_key(owner, _depth)
+        return None if inner is None or owner_key is None else ("method", inner, owner_key)
     code = getattr(func, "__code__", None)
-    if code is not None:
-        return code
+    if code is not None:  # a function: its code, and what callables it closes over
+        cells = tuple(_cell_key(c, _depth + 1) for c in func.__closure__ or ())
+        return code if not cells else (code, cells)
     if isinstance(func, functools.partial):
-        inner = function_key(func.func)
+        inner = function_key(func.func, _depth)
         return None if inner is None else ("partial", inner)
     if type(func).__repr__ is not object.__repr__:
         return type(func), repr(func)
     return None
+
+
+def _cell_key(cell, depth: int) -> Hashable | None:
+    """A closure cell's part of its function's key: a callable's key (not deeper than a few
+    closures: a function may close over itself), else its type."""
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+    if not callable(value):
+        return type(value).__name__
+    return function_key(value, depth) if depth < 4 else type(value).__name__
 
 
 def _stacked(values: np.ndarray, items: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:

@@ -41,7 +41,7 @@ from distcheck.options import Batching
 from distcheck.plan.block_budget import default_block_bytes
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import NumericalColumns, execute
-from distcheck.plan.units.batches import SpotCheckMismatch
+from distcheck.plan.units.batches import BatchRefused
 
 FASTER = 0.9  # a batch is kept when it takes at most this fraction of the loop over its items
 HELD_FACTOR = 4  # what one item of a batch holds, in multiples of the check's inputs and outputs
@@ -189,8 +189,8 @@ def _measure(
     finally:
         if state is not None:
             engine.set_rng_state(state)
-    if isinstance(seconds, SpotCheckMismatch):
-        return Decision(reason=Fallback.SPOT_CHECK)
+    if isinstance(seconds, BatchRefused):
+        return Decision(reason=seconds.reason)
     if isinstance(seconds, EngineCapabilityError):
         return Decision(reason=Fallback.NO_VMAP)
     if isinstance(seconds, Exception):

@@ -4,9 +4,13 @@ messages by construction.
 
 For each slow-mode Jacobian comparison of a planned check, each of its workloads (the numerical
 columns of an input, the analytical rows of an output, the forward columns of an input) is
-batched or not as :func:`~distcheck.plan.batch_choice.decide` finds. Where one is, the stage
-keeps its element-by-element twin (the comparison as planned, run only if needed) and compares
-the batched Jacobians first, where it decides only a clear pass:
+batched or not as :func:`~distcheck.plan.batch_choice.decide` finds. A comparison is batched
+when the numerical columns of all its inputs are (they are most of its work: two evaluations
+per column, four for a complex input), but those too small to batch, with those of its rows or
+forward columns that are; otherwise it stays as planned, and the first of its inputs' reasons
+says why. A batched
+comparison keeps its element-by-element twin (the comparison as planned, run only if needed)
+and compares the batched Jacobians first, where it decides only a clear pass:
 
 - every element within :data:`CLEAR` of its tolerance: ``|a - n| <= CLEAR·(atol + rtol·|n|)``
   (so that the last-bit differences between a batch and torch's loop, which finite differences
@@ -79,12 +83,12 @@ def vectorized(
             continue
         running = _running_bytes(units, stage)
         numerical = [batched(group, running) for group in stage.numerical]
-        analytical = [batched(group, running) for group in stage.analytical]
-        chosen = numerical + analytical
-        if all(isinstance(c, Fallback) for c in chosen):
-            new_stages.append(stage)
-            reasons[index] = next((c for c in chosen if c != Fallback.SMALL), Fallback.SMALL)
+        left = [c for c in numerical if isinstance(c, Fallback)]
+        if len(left) == len(numerical) or any(c != Fallback.SMALL for c in left):
+            new_stages.append(stage)  # the numerical columns, most of the work, stay element by element
+            reasons[index] = next((c for c in left if c != Fallback.SMALL), Fallback.SMALL)
             continue
+        analytical = [batched(group, running) for group in stage.analytical]
         pick = lambda c, g: g if isinstance(c, Fallback) else c  # noqa: E731
         on_batches = replace(
             stage,

@@ -24,7 +24,7 @@ from distcheck.plan.stages import (
     ZeroNumericalJacobian,
 )
 from distcheck.plan.units import Unit
-from distcheck.plan.units.batches import SpotCheckMismatch
+from distcheck.plan.units.batches import BatchRefused
 from distcheck.plan.vectorize import CLEAR
 from distcheck.reduce import blockwise, jacobians, messages
 from distcheck.reduce.counts import BatchCounts
@@ -270,8 +270,8 @@ def _clear_pass(reducer: Reducer, stage: JacobianComparison) -> Fallback | None:
         _ClearPass(reducer, stage).jacobian_comparison(stage)
     except _NotClear as e:
         return e.reason
-    except SpotCheckMismatch:
-        return Fallback.SPOT_CHECK
+    except BatchRefused as e:
+        return e.reason
     except Exception as e:  # a batch that failed: why
         return reducer.engine.batching_failure(e)
     return None

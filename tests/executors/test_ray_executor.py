@@ -16,6 +16,7 @@ from ray import cloudpickle
 
 import distcheck
 import distcheck.check as check_module
+from distcheck import Batching
 from distcheck.check import plan_check
 from distcheck.executors import resolve
 from distcheck.executors.ray_executor import RayExecutor, resolve_address
@@ -157,6 +158,34 @@ def test_verdicts_are_torchs(case, executors):
     for name in ("cost model", "pieces"):
         ours = run(case, "distcheck", executor=executors[name])
         assert ours.comparable() == reference.comparable(), f"\n{name}\ntorch:     {reference}\ndistcheck: {ours}"
+
+
+BATCHED_SAMPLE = [
+    c
+    for c in ALL
+    if c.name
+    in {"sin", "conv2d", "two_outputs", "complex_sin", "real_to_complex", "wrong_scale", "gg_matmul", "gg_complex"}
+]
+
+
+@pytest.mark.parametrize("case", BATCHED_SAMPLE, ids=str)
+def test_batched_units_give_the_serial_numbers(case, executors):
+    """Batched units (batches on a grid of the batch size, whatever the chunks) give on Ray
+    bitwise the serial numbers, however the work is chunked; and the same verdicts."""
+    force = Batching(measure=False, min_seconds=0)
+    checks = _checks_of(case, vectorize=force)
+    _assert_same_units(checks, executors["whole"])
+    for func, inputs, options in checks:
+        reference = _jacobians(func, inputs, options, SerialExecutor())
+        for name in ("cost model", "pieces"):
+            ours = _jacobians(func, inputs, options, executors[name])
+            if isinstance(reference, tuple):  # a batch that raises (an autograd.Function without vmap)
+                assert ours == reference, name
+                continue
+            assert ours.keys() == reference.keys(), name
+            assert all(_same(ours[key], reference[key]) for key in reference), name
+        serial = run(case, "distcheck", executor=SerialExecutor(), vectorize=force)
+        assert run(case, "distcheck", executor=executors["pieces"], vectorize=force).comparable() == serial.comparable()
 
 
 # The parity suite's other modes (fast, forward, batched, masked...), on a sample of its cases.

@@ -6,13 +6,17 @@ computes the same numbers.
 
 Every batch is spot-checked: its middle item is computed again element by element, torch's way
 (the input moved in place, one backward pass, one forward pass), and must agree with the
-batch's element by element within the unit's ``spot_tolerance`` ``(rtol, atol)``; otherwise the
-unit raises :class:`SpotCheckMismatch`, and the reducer judges the whole comparison element by
-element (see :mod:`distcheck.plan.vectorize`).
+batch's element by element within the unit's ``spot_tolerance`` ``(rtol, atol)``. A unit that
+draws from the engine's global RNG (a function or backward that draws random numbers, which
+a batch draws once where the loop draws per item) puts the RNG back as it found it. Either
+raises :class:`BatchRefused`, and the reducer judges the whole comparison element by element
+(see :mod:`distcheck.plan.vectorize`), as torch does, the RNG included.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,14 +24,45 @@ import numpy as np
 from distcheck.engines import Engine
 from distcheck.engines.batched import forward_block, numerical_block, rows_block
 from distcheck.engines.derivatives import column_jvp, row_vjp
+from distcheck.kinds import Fallback
 from distcheck.numerics.compare import agrees
 from distcheck.numerics.finite_differences import jacobian_column
 from distcheck.plan.subject import Subject
 from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, GradientRows, RowsResult, fit
 
 
-class SpotCheckMismatch(AssertionError):
-    """A batch disagreed with its item computed element by element."""
+class BatchRefused(AssertionError):
+    """A batched unit whose numbers must not decide: why (a :class:`~distcheck.kinds.Fallback`)."""
+
+    def __init__(self, reason: Fallback, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):
+        return type(self), (self.reason, str(self))
+
+
+def refusing_draws(unit_run: Callable[[Any, Engine, Subject], Any]) -> Callable[[Any, Engine, Subject], Any]:
+    """``unit_run`` that leaves the engine's global RNG as it found it, and raises
+    :class:`BatchRefused` if it moved it."""
+
+    @functools.wraps(unit_run)
+    def run(unit: Any, engine: Engine, subject: Subject) -> Any:
+        before = engine.rng_state()
+        try:
+            return unit_run(unit, engine, subject)
+        finally:
+            if before is not None and not _same_state(before, engine.rng_state()):
+                engine.set_rng_state(before)
+                raise BatchRefused(Fallback.RANDOMNESS, "the batch drew random numbers from the global RNG")
+
+    return run
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(map(_same_state, a, b))
+    return np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def batches(unit: Any) -> list[range]:
@@ -42,12 +77,14 @@ def spot_item(batch: range) -> int:
 def _spot_check(batched: np.ndarray, exact: np.ndarray | None, tolerance: tuple[float, float], what: str) -> None:
     exact = np.zeros_like(batched) if exact is None else fit(np.asarray(exact).reshape(batched.shape), batched)
     if not agrees(batched, exact, *tolerance):
-        raise SpotCheckMismatch(
+        raise BatchRefused(
+            Fallback.SPOT_CHECK,
             f"{what}: the batched values differ from those computed element by element "
-            f"beyond rtol {tolerance[0]:g}, atol {tolerance[1]:g}"
+            f"beyond rtol {tolerance[0]:g}, atol {tolerance[1]:g}",
         )
 
 
+@refusing_draws
 def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
     """A :class:`~distcheck.plan.units.NumericalColumns` unit's blocks, batch by batch."""
     variant = subject.variants[unit.variant]
@@ -68,6 +105,7 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
     return blocks
 
 
+@refusing_draws
 def analytical_rows(unit: Any, engine: Engine, subject: Subject) -> RowsResult:
     """An :class:`~distcheck.plan.units.AnalyticalRows` unit's result, batch by batch, each
     batch's rows computed twice as the element-by-element path computes each row twice."""
@@ -88,6 +126,7 @@ def analytical_rows(unit: Any, engine: Engine, subject: Subject) -> RowsResult:
     return RowsResult.of(runs)
 
 
+@refusing_draws
 def forward_columns(unit: Any, engine: Engine, subject: Subject) -> ColumnsResult:
     """A :class:`~distcheck.plan.units.ForwardColumns` unit's result, batch by batch."""
     variant = subject.variants[unit.variant]
