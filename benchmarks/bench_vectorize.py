@@ -28,6 +28,7 @@ import argparse
 import collections
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,9 +44,19 @@ OPS = (
     "linalg.det,matmul,nn.functional.ctc_loss"
 )
 SIDES = ("torch", "batched", "exact")
-CATEGORIES = ("numerical columns", "analytical rows", "auxiliary checks", "deciding batches", "suite path", "rest")
+CATEGORIES = (
+    "numerical columns",
+    "analytical rows",
+    "auxiliary checks",
+    "deciding batches",
+    "the checks' rest",
+    "suite path",
+    "rest",
+)
 # Frames of each category (function name, file ending), torch's and distcheck's; a sample counts
-# for the outermost category frame of its stack, else the suite path if it is in one, else the rest.
+# for the outermost category frame of its stack; else for the checks' rest (planning, comparing,
+# messages) if it is inside a check, the rest if it imports (start-up), the suite path (listing,
+# building, judging cases) if it is inside the suite's code, the rest otherwise.
 FRAMES = {
     "numerical columns": (
         ("_get_numerical_jacobian", "gradcheck.py"),
@@ -68,6 +79,7 @@ FRAMES = {
     ),
     "deciding batches": (("decide", "plan/batch_choice.py"),),
 }
+CHECK_FILES = ("torch/autograd/gradcheck.py", "distcheck/api.py")
 SUITE_FILES = ("distcheck/suites/", "distcheck/runner/", "torch/testing/_internal/")
 
 
@@ -187,13 +199,19 @@ def profile(args, folder: str) -> None:
     argv = [a for a in sys.argv[1:] if a != "--profile" and a != folder]
     for side in SIDES:
         out = os.path.join(folder, f"{side}.txt")
-        command = ["py-spy", "record", "-r", "100", "--format", "raw", "-o", out, "--"]
+        command = [_py_spy(), "record", "-r", "100", "--format", "raw", "-o", out, "--"]
         command += [sys.executable, os.path.abspath(__file__), *argv, "--side", side]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shares = shares_of(out)
         total = sum(shares.values())
         parts = ", ".join(f"{c} {100 * shares[c] / total:.0f} %" for c in CATEGORIES)
         print(f"{side}: {total / 100:.1f} s sampled: {parts}")
+
+
+def _py_spy() -> str:
+    """py-spy beside this Python (the venv's), else on the PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.path.exists(beside) else shutil.which("py-spy") or "py-spy"
 
 
 def shares_of(path: str) -> collections.Counter:
@@ -220,6 +238,10 @@ def _category(frames: list[str]) -> str:
         category = _frame_category(frame)
         if category is not None:
             return category
+    if any(part in frame for frame in frames for part in CHECK_FILES):
+        return "the checks' rest"
+    if any(frame.startswith("_find_and_load ") for frame in frames):
+        return "rest"
     return "suite path" if any(part in frame for frame in frames for part in SUITE_FILES) else "rest"
 
 

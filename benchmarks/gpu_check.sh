@@ -13,7 +13,9 @@
 #     its time limit still counts what it did: distcheck writes its partial report on SIGTERM,
 #     and the torch loop stops after its --seconds and says how many cases it left.
 # (b) conv2d + tanh with 3,776 input elements in slow mode: torch's gradcheck, then
-#     distcheck.gradcheck, on the GPU: times and verdicts.
+#     distcheck.gradcheck (batched Jacobian blocks: the comparisons decided batched and the
+#     fallbacks are printed), then distcheck's element-by-element path, on the GPU: times and
+#     verdicts.
 # Budget: under 9 minutes (each step has its own limit). DEVICE=cpu tries the script on a machine
 # without a GPU; KEEP=DIR copies the logs and the run's report there; OPS=a,b,c checks those ops
 # instead of the 40 (e.g. the ones an earlier run's time limit left out). See docs/cuda.md.

@@ -5,10 +5,10 @@ messages by construction.
 For each slow-mode Jacobian comparison of a planned check, each of its workloads (the numerical
 columns of an input, the analytical rows of an output, the forward columns of an input) is
 batched or not as :func:`~distcheck.plan.batch_choice.decide` finds. A comparison is batched
-when the numerical columns of all its inputs are (they are most of its work: two evaluations
-per column, four for a complex input), but those too small to batch, with those of its rows or
-forward columns that are; otherwise it stays as planned, and the first of its inputs' reasons
-says why. A batched
+when some of its work is and none of its numerical columns (most of its work: two evaluations
+per column, four for a complex input) cannot or must not be (a vmap error, a closure over the
+input, a sparse input); otherwise it stays as planned, and the first such reason (else why the
+work would not pay) says why. A batched
 comparison keeps its element-by-element twin (the comparison as planned, run only if needed)
 and compares the batched Jacobians first, where it decides only a clear pass:
 
@@ -52,6 +52,11 @@ from distcheck.plan.units.slots import slots_bytes
 CLEAR = 0.5  # a batched comparison decides a pass only within this fraction of the tolerances
 SPOT = 0.01  # a batch's spot item agrees with torch's way within this fraction of them
 
+# Why a workload may stay element by element while the rest of its comparison is batched: it
+# would not pay. Any other reason (the function cannot be batched, or must not be) keeps the
+# whole comparison element by element, so that its reason is counted.
+_NOT_WORTH = (Fallback.SMALL, Fallback.SLOWER, Fallback.MEMORY)
+
 Workloads = dict[tuple[int, ...], tuple[int, ...] | Fallback]  # a workload's units -> its batched units, or why not
 
 
@@ -83,12 +88,13 @@ def vectorized(
             continue
         running = _running_bytes(units, stage)
         numerical = [batched(group, running) for group in stage.numerical]
-        left = [c for c in numerical if isinstance(c, Fallback)]
-        if len(left) == len(numerical) or any(c != Fallback.SMALL for c in left):
-            new_stages.append(stage)  # the numerical columns, most of the work, stay element by element
-            reasons[index] = next((c for c in left if c != Fallback.SMALL), Fallback.SMALL)
+        cannot = next((c for c in numerical if isinstance(c, Fallback) and c not in _NOT_WORTH), None)
+        analytical = [] if cannot else [batched(group, running) for group in stage.analytical]
+        left = [c for c in numerical + analytical if isinstance(c, Fallback)]
+        if cannot or len(left) == len(numerical) + len(analytical):
+            new_stages.append(stage)
+            reasons[index] = cannot or next((c for c in left if c != Fallback.SMALL), Fallback.SMALL)
             continue
-        analytical = [batched(group, running) for group in stage.analytical]
         pick = lambda c, g: g if isinstance(c, Fallback) else c  # noqa: E731
         on_batches = replace(
             stage,

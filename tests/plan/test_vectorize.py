@@ -3,6 +3,8 @@ sit at the tolerance, the verdict and message are torch's, and the fallback says
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -249,7 +251,7 @@ def _reasons(func, inputs, batching=MEASURED, **options) -> dict:
 
 
 class Slow(torch.autograd.Function):
-    """x * 2 whose vmap rule takes 50 ms: a batch slower than the loop."""
+    """x * 2 whose vmap rule, and backward when batched, take 50 ms: batches slower than the loop."""
 
     @staticmethod
     def forward(a):
@@ -261,14 +263,21 @@ class Slow(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
+        if torch._C._functorch.is_legacy_batchedtensor(g):
+            _busy(0.05)
         return g * 2
 
     @staticmethod
     def vmap(info, in_dims, a):
-        import time
-
-        time.sleep(0.05)
+        _busy(0.05)
         return a * 2, in_dims[0]
+
+
+def _busy(seconds: float) -> None:
+    """Spend ``seconds`` of CPU (batches are timed in CPU time)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
 
 
 def test_every_reason_planned_is_reached():

@@ -74,6 +74,11 @@ def spot_item(batch: range) -> int:
     return batch[len(batch) // 2]
 
 
+def _host(engine: Engine, value: Any) -> np.ndarray | None:
+    """A column as numpy (an input on a device gives device columns)."""
+    return value if value is None or isinstance(value, np.ndarray) else engine.to_numpy(value)
+
+
 def _spot_check(batched: np.ndarray, exact: np.ndarray | None, tolerance: tuple[float, float], what: str) -> None:
     exact = np.zeros_like(batched) if exact is None else fit(np.asarray(exact).reshape(batched.shape), batched)
     if not agrees(batched, exact, *tolerance):
@@ -96,7 +101,7 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
             engine, variant.func, variant.inputs, unit.position, items, unit.eps, unit.is_complex, wanted
         )
         k = spot_item(items)
-        exact = jacobian_column(evaluate, k, unit.eps, unit.is_complex)
+        exact = [_host(engine, c) for c in jacobian_column(evaluate, k, unit.eps, unit.is_complex)]
         for o, (block, values) in enumerate(zip(blocks, got)):
             if block is None:
                 continue
