@@ -9,7 +9,7 @@ INTERFACE (what an adapter writes; everything else is written once, engine-neutr
 - differentiate: :meth:`Engine.pullback` (VJP), :meth:`Engine.pushforward` (JVP),
   :meth:`Engine.vmap` (optional), :meth:`Engine.complex_part` / :meth:`Engine.complex_join`;
 - batched Jacobian blocks (optional): :meth:`Engine.batch_evaluate`, with the hooks
-  :meth:`Engine.batching_failure`, :meth:`Engine.transform_pullback`, :meth:`Engine.reads_elsewhere`;
+  :meth:`Engine.batching_failure`, :meth:`Engine.transform_pullback`;
 - random numbers: :meth:`Engine.random_unit_vectors`, :meth:`Engine.random_normal`,
   :meth:`Engine.random_grad_outputs`;
 - :meth:`Engine.format_block`, :meth:`Engine.threads`; the attributes ``name``, ``error_class``
@@ -239,13 +239,6 @@ class Engine(ABC):
         call (a functional engine's is one)."""
         outputs = self.call(func, inputs)
         return self.pullback(func, inputs, outputs, diff_positions, output_positions)
-
-    def reads_elsewhere(self, func: Callable, inputs: tuple, position: int) -> bool:
-        """Whether ``func`` sees ``inputs[position]`` other than through that argument (a
-        closure over it, another input sharing its memory): finite differences that move it in
-        place move what ``func`` sees there too, a batch of copies does not. Default: False
-        (finite differences that move copies)."""
-        return False
 
     @abstractmethod
     def complex_part(self, value: Any, part: Part) -> Any:

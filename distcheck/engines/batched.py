@@ -55,6 +55,46 @@ def function_key(func: Callable, _depth: int = 0) -> Hashable | None:
     return None
 
 
+def reads_elsewhere(engine: Engine, func: Callable, inputs: tuple, position: int) -> bool:
+    """Whether ``func`` sees ``inputs[position]`` other than through that argument (a closure over
+    it, another input sharing its memory): moving the input as finite differences do (in place,
+    for an engine that moves it in place) changes what ``func`` returns when the argument is a
+    copy holding the same values. A batch of perturbed copies would not see that dependence; the
+    element-by-element path does. The move is 1e-3·(1 + |x|) per element, large enough not to
+    vanish in rounding."""
+    x = inputs[position]
+    info = engine.info(x, func, position)
+    copy = engine.from_numpy(engine.to_numpy(x), like=x)
+    copy = engine.track(copy) if info.requires_grad else copy
+    with_copy = _WithCopy(func, position, copy)
+    wanted = [True] * len(engine.call(with_copy, inputs))
+    evaluate = engine.direction_evaluator(with_copy, inputs, position, wanted)
+    values = engine.to_numpy(x)
+    before, after = evaluate(np.zeros_like(values)), evaluate((np.abs(values) + 1) * 1e-3)
+    same = (
+        host(engine, a) is None or np.array_equal(host(engine, a), host(engine, b), equal_nan=True)
+        for a, b in zip(before, after)
+    )
+    return not all(same)
+
+
+def host(engine: Engine, value: Any) -> np.ndarray | None:
+    """An evaluation's output as numpy (an input on a device gives device outputs)."""
+    return value if value is None or isinstance(value, np.ndarray) else engine.to_numpy(value)
+
+
+class _WithCopy:
+    """``func`` with its argument at ``position`` replaced by ``copy``, whatever it is given."""
+
+    def __init__(self, func: Callable, position: int, copy: Any):
+        self.func, self.position, self.copy = func, position, copy
+
+    def __call__(self, *args):
+        moved = list(args)
+        moved[self.position] = self.copy
+        return self.func(*moved)
+
+
 def _cell_key(cell, depth: int) -> Hashable | None:
     """A closure cell's part of its function's key: a callable's key (not deeper than a few
     closures: a function may close over itself), else its type."""

@@ -1,17 +1,14 @@
 """Batched Jacobian blocks on torch: the function mapped over a batch of perturbed inputs with
 ``torch.func.vmap`` (strict: no per-item fallback, no randomness), its VJP as a function
-transform (``torch.func.vjp``), why a batch failed, and whether a function sees its input
-elsewhere than through its argument (which finite differences in place would move too)."""
+transform (``torch.func.vjp``), and why a batch failed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 
 from distcheck.engines.restricted import Restricted
-from distcheck.engines.torch_tensors import call, perturbable, wanted_numpy
 from distcheck.engines.tuples import as_tuple
 from distcheck.kinds import Fallback
 
@@ -57,25 +54,3 @@ def transform_pullback(func: Callable, inputs: tuple, diff_positions: Sequence[i
     restricted = Restricted(func, inputs, diff_positions, output_positions)
     _, vjp = torch.func.vjp(restricted, *(inputs[p] for p in diff_positions))
     return lambda cotangents: list(vjp(tuple(cotangents)))
-
-
-def reads_elsewhere(func: Callable, inputs: tuple, position: int) -> bool:
-    """Whether moving ``inputs[position]`` in place changes what ``func`` returns when that
-    argument is a copy holding the same values: ``func`` then reads the input elsewhere (a
-    closure over it, another input sharing its memory). The move is 1e-3·(1 + |x|) per element
-    (large enough not to vanish in rounding); the input is restored bitwise."""
-    x = inputs[position]
-    data = perturbable(x)
-    stand_in = x.detach().clone().requires_grad_(x.requires_grad)
-    args = list(inputs)
-    args[position] = stand_in
-    outputs = call(func, tuple(args))
-    wanted = [True] * len(outputs)
-    before = wanted_numpy(outputs, wanted)
-    original = data.clone()
-    data.add_((data.abs() + 1) * 1e-3)
-    try:  # copy the outputs before restoring: an output may be a view of the input
-        after = wanted_numpy(call(func, tuple(args)), wanted)
-    finally:
-        data.copy_(original)
-    return not all(a is None or np.array_equal(a, b, equal_nan=True) for a, b in zip(before, after))

@@ -217,9 +217,6 @@ class TorchEngine(Engine):
     def transform_pullback(self, func, inputs, diff_positions, output_positions):
         return torch_batch.transform_pullback(func, inputs, diff_positions, output_positions)
 
-    def reads_elsewhere(self, func: Callable, inputs: tuple, position: int) -> bool:
-        return torch_batch.reads_elsewhere(func, inputs, position)
-
     def complex_part(self, value: Any, part: Part) -> Any:
         if not (isinstance(value, torch.Tensor) and value.is_complex()):
             return value

@@ -19,8 +19,8 @@ Decisions are remembered per process, by what the function computes
 dtypes; that an op cannot be batched at all (a vmap error), by the op and kind of work alone, so
 that another sample of it does not pay the failed attempt again. Whether a function sees its
 input elsewhere than through its argument is asked of every check
-(:meth:`~distcheck.engines.base.Engine.reads_elsewhere`): it is a property of the function
-object, not of the op.
+(:func:`~distcheck.engines.batched.reads_elsewhere`): it is a property of the function object,
+not of the op.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from distcheck.engines import Engine
-from distcheck.engines.batched import function_key
+from distcheck.engines.batched import function_key, reads_elsewhere
 from distcheck.errors import EngineCapabilityError
 from distcheck.kinds import Fallback
 from distcheck.options import Batching
@@ -132,6 +132,8 @@ def decide(
 ) -> Decision:
     """The decision for the workload of ``unit`` (its items ``unit.start:unit.stop``, from 0):
     ``held`` says what one item of a batch holds, ``tolerance`` is the spot checks'."""
+    if type(engine).batch_evaluate is Engine.batch_evaluate:  # the engine has no vectorizing map
+        return Decision(reason=Fallback.NO_VMAP)
     if getattr(unit, "sparse", False):
         return Decision(reason=Fallback.SPARSE)
     items = unit.stop - unit.start
@@ -153,13 +155,13 @@ def decide(
 
 
 def _reads_elsewhere(engine: Engine, subject: Subject, unit: NumericalColumns) -> bool:
-    """:meth:`~distcheck.engines.base.Engine.reads_elsewhere`, True if asking raises (the function
+    """:func:`~distcheck.engines.batched.reads_elsewhere`, True if asking raises (the function
     fails on a copy of its input: left to the element-by-element path). The engine's global RNG
     is left as it was."""
     variant = subject.variants[unit.variant]
     state = engine.rng_state()
     try:
-        return engine.reads_elsewhere(variant.func, variant.inputs, unit.position)
+        return reads_elsewhere(engine, variant.func, variant.inputs, unit.position)
     except Exception:
         return True
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from distcheck.engines import Engine
-from distcheck.engines.batched import forward_block, numerical_block, rows_block
+from distcheck.engines.batched import forward_block, host, numerical_block, rows_block
 from distcheck.engines.derivatives import column_jvp, row_vjp
 from distcheck.kinds import Fallback
 from distcheck.numerics.compare import agrees
@@ -74,11 +74,6 @@ def spot_item(batch: range) -> int:
     return batch[len(batch) // 2]
 
 
-def _host(engine: Engine, value: Any) -> np.ndarray | None:
-    """A column as numpy (an input on a device gives device columns)."""
-    return value if value is None or isinstance(value, np.ndarray) else engine.to_numpy(value)
-
-
 def _spot_check(batched: np.ndarray, exact: np.ndarray | None, tolerance: tuple[float, float], what: str) -> None:
     exact = np.zeros_like(batched) if exact is None else fit(np.asarray(exact).reshape(batched.shape), batched)
     if not agrees(batched, exact, *tolerance):
@@ -101,7 +96,7 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
             engine, variant.func, variant.inputs, unit.position, items, unit.eps, unit.is_complex, wanted
         )
         k = spot_item(items)
-        exact = [_host(engine, c) for c in jacobian_column(evaluate, k, unit.eps, unit.is_complex)]
+        exact = [host(engine, c) for c in jacobian_column(evaluate, k, unit.eps, unit.is_complex)]
         for o, (block, values) in enumerate(zip(blocks, got)):
             if block is None:
                 continue
