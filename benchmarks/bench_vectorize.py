@@ -38,10 +38,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from distcheck.runner import hash_seed  # noqa: E402
 
-OPS = (
-    "cumsum,fft.fft2,cdist,kron,sort,nn.functional.max_pool2d,nn.functional.dropout3d,"
-    "nn.functional.scaled_dot_product_attention,nn.functional.interpolate,nn.functional.conv2d,"
-    "linalg.det,matmul,nn.functional.ctc_loss"
+OPS = (  # the examples: ops where batching pays, where it does not (kron, sort), where it cannot (ctc_loss)
+    "cumsum,fft.fft2,cdist,kron,sort,nn.functional.max_pool2d,max_pool2d_with_indices_backward,"
+    "nn.functional.dropout3d,nn.functional.scaled_dot_product_attention,_upsample_bilinear2d_aa,"
+    "nn.functional.interpolate.bilinear,nn.functional.conv2d,linalg.det,matmul,"
+    "nn.functional.fractional_max_pool3d,nn.functional.ctc_loss"
 )
 SIDES = ("torch", "batched", "exact")
 CATEGORIES = (
@@ -265,9 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.side:
         run_sides(args, (args.side,))
         return 0
+    from distcheck.suites import UsageError
+
     print(f"pinned to core {core}, one thread; {load()}")
     began = time.perf_counter()
-    report(run_sides(args, SIDES))
+    try:
+        result = run_sides(args, SIDES)
+    except UsageError as e:
+        p.error(str(e))
+    report(result)
     print(f"{time.perf_counter() - began:.0f} s; {load()}")
     if args.profile:
         profile(args, args.profile)
