@@ -9,6 +9,7 @@ import torch
 
 import distcheck
 from distcheck.executors.serial import SerialExecutor, SerialResults
+from distcheck.kinds import Fallback
 from distcheck.numerics.blocks import PRINT_THRESHOLD, Printed, stand_in
 from distcheck.reduce.blockwise import LocalBlocks
 from distcheck.runner import artifacts
@@ -195,3 +196,56 @@ def test_the_serial_executor_over_its_block_budget_never_joins_the_jacobians(mon
     # within the budget (the joined comparison's three times the Jacobians): joined, no job
     assert distcheck.gradcheck(torch.sin, (x,), executor=SerialExecutor(block_bytes=3 * 2 * n * n * 8))
     assert len(jobs) == before + 1
+
+
+FORCE = distcheck.Batching(measure=False, min_seconds=0)
+
+
+@pytest.mark.filterwarnings("ignore:Input #0 requires gradient and is not a double")
+@pytest.mark.parametrize(
+    "case", [c for c in ALL if c.name in MODE_SAMPLE | {"gg_matmul", "conv2d", "softmax"}], ids=str
+)
+def test_batched_comparisons_block_by_block_give_the_whole_messages(case):
+    """Batched comparisons judged block by block (their clear pass, and their twin): the messages
+    of the whole path, and of the element-by-element path."""
+    _same_outcome(case, 2, vectorize=FORCE)
+    assert run(case, "distcheck", executor=Blockwise(2), vectorize=FORCE).message == run(case, "distcheck").message
+
+
+class OffVmapped(torch.autograd.Function):
+    """``x * w`` whose backward is off by ``wrong`` at some elements, with a vmap rule."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, w, wrong):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1], inputs[2])
+
+    @staticmethod
+    def backward(ctx, grad):
+        w, wrong = ctx.saved_tensors
+        return grad * (w + wrong), None, None
+
+
+def test_a_large_failing_batched_comparison_block_by_block_gives_the_exact_message():
+    n = 300
+    x = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    w = torch.linspace(-2, 2, n, dtype=torch.float64)
+    wrong = torch.where(torch.arange(n) % 7 == 3, 0.5, 0.0).double()
+    messages, counts = [], distcheck.BatchCounts()
+    for executor, vectorize in (
+        (SerialExecutor(), False),
+        (Blockwise(64), FORCE),
+        (Blockwise(64, float("inf")), FORCE),
+    ):
+        with pytest.raises(distcheck.GradcheckError) as raised:
+            distcheck.gradcheck(
+                OffVmapped.apply, (x, w, wrong), executor=executor, vectorize=vectorize, batch_counts=counts
+            )
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1] == messages[2]
+    assert dict(counts.fallbacks) == {Fallback.FAILURE: 2}
