@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -114,7 +115,9 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
     tupled = as_tuple(inputs)
     engine = engine_for(func, tupled)
     input_infos = validate_inputs(engine, func, tupled)
+    started = time.process_time()  # one call's CPU: what batching a check's work could save
     output_infos = describe_outputs(engine, reference_call(engine, func, tupled))
+    call_seconds = time.process_time() - started
     policy = executor.policy
     measured: list[Costs] = []
 
@@ -125,7 +128,8 @@ def plan_check(func: Callable, inputs: Any, options: CheckOptions, executor: Exe
         return measured[-1]
 
     def plan() -> Plan:
-        return plan_gradcheck(engine, func, tupled, input_infos, output_infos, options, policy=policy, costs=measure)
+        costs, once = measure, call_seconds
+        return plan_gradcheck(engine, func, tupled, input_infos, output_infos, options, policy, costs, once)
 
     planned = plan()
     if measured and not _settled(planned, getattr(policy, "settled_below", 0.0)):

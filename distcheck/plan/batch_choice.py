@@ -3,8 +3,9 @@ decided on the driver while the check is planned, so that every executor runs th
 
 The kinds of work are the numerical columns of one input, the analytical rows of one output and
 the forward-mode columns of one input (a workload, one unit's worth before chunking). A
-:class:`Batching` policy says how to decide. By default the workload's loop is timed on a few
-items and the whole estimated: too little work stays element by element (a batch has a fixed
+:class:`Batching` policy says how to decide. By default the workload's loop is estimated from
+the CPU time of the check's first call of the function and, if that is not clearly too small,
+timed on a few items and the whole estimated: too little work stays element by element (a batch has a fixed
 cost, and so does deciding); otherwise one batch, spot check included, is timed against the
 loop over as many items and kept only if it is at most :data:`FASTER` of the loop's time (a
 workload of fewer than :data:`FEWEST_ITEMS` items is not worth timing). A
@@ -128,10 +129,18 @@ class Held:
 
 
 def decide(
-    policy: Batching, engine: Engine, subject: Subject, unit: Any, held: Held, tolerance: tuple[float, float]
+    policy: Batching,
+    engine: Engine,
+    subject: Subject,
+    unit: Any,
+    held: Held,
+    tolerance: tuple[float, float],
+    call_seconds: float | None = None,
 ) -> Decision:
     """The decision for the workload of ``unit`` (its items ``unit.start:unit.stop``, from 0):
-    ``held`` says what one item of a batch holds, ``tolerance`` is the spot checks'."""
+    ``held`` says what one item of a batch holds, ``tolerance`` is the spot checks'.
+    ``call_seconds``: one call of the function's CPU time, if known: a workload whose loop it
+    puts under ``min_seconds`` is small without being timed."""
     if type(engine).batch_evaluate is Engine.batch_evaluate:  # the engine has no vectorizing map
         return Decision(reason=Fallback.NO_VMAP)
     if getattr(unit, "sparse", False):
@@ -139,6 +148,8 @@ def decide(
     items = unit.stop - unit.start
     batch = min(items, policy.most_items, held.most(policy))
     if items < (FEWEST_ITEMS if policy.measure else 2):
+        return Decision(reason=Fallback.SMALL)
+    if policy.measure and call_seconds is not None and _loop_calls(unit) * items * call_seconds < policy.min_seconds:
         return Decision(reason=Fallback.SMALL)
     if batch < 2:
         return Decision(reason=Fallback.MEMORY)
@@ -152,6 +163,12 @@ def decide(
         return known or Decision(batch)
     decision = _measure(policy, engine, subject, unit, batch, tolerance)
     return _remember(op if decision.reason in _OP_REASONS else key, decision)
+
+
+def _loop_calls(unit: Any) -> int:
+    """About how many calls of the function the loop makes per item: two evaluations per
+    column (four for a complex input), two backward passes per row, two for a forward column."""
+    return 4 if getattr(unit, "is_complex", False) else 2
 
 
 def _reads_elsewhere(engine: Engine, subject: Subject, unit: NumericalColumns) -> bool:

@@ -68,11 +68,13 @@ def plan_gradcheck(
     options: CheckOptions,
     policy: ChunkPolicy | None = None,
     costs: Callable[[], Costs] | None = None,
+    call_seconds: float | None = None,
 ) -> Plan:
     """The plan of a check of ``func`` at ``inputs``.
 
     ``input_infos``/``output_infos`` describe the inputs and the outputs of ``func(*inputs)``
-    (None for values that are not tensors).
+    (None for values that are not tensors); ``call_seconds``, if known, is what one call took
+    (batching skips work estimated too small from it).
     """
     b = Builder(engine, options, policy or Whole(), costs)
     b.per_item(1, "evaluation")  # measure the costs now if the policy uses them
@@ -128,7 +130,8 @@ def plan_gradcheck(
     subject = Subject(engine.name, b.variants, b.data, b._measured)
     units, stages, fallbacks = b.units, b.stages, {}
     if options.vectorize is not None and not options.fast_mode:
-        units, stages, fallbacks = vectorized(units, stages, subject, engine, options, b.policy, options.vectorize)
+        batching = (b.policy, options.vectorize, call_seconds)
+        units, stages, fallbacks = vectorized(units, stages, subject, engine, options, *batching)
     return Plan(subject, units, stages, tuple(b.rng_marks), tuple(b.draw_stages), fallbacks)
 
 

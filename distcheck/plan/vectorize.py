@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from distcheck.engines import Engine
 from distcheck.kinds import Fallback
 from distcheck.options import Batching, CheckOptions
-from distcheck.plan.batch_choice import HELD_FACTOR, Decision, Held, decide
+from distcheck.plan.batch_choice import HELD_FACTOR, Held, decide
 from distcheck.plan.chunking import ChunkPolicy, Workload
 from distcheck.plan.stages import (
     Auxiliary,
@@ -57,8 +57,6 @@ SPOT = 0.01  # a batch's spot item agrees with torch's way within this fraction 
 # whole comparison element by element, so that its reason is counted.
 _NOT_WORTH = (Fallback.SMALL, Fallback.SLOWER, Fallback.MEMORY)
 
-Workloads = dict[tuple[int, ...], tuple[int, ...] | Fallback]  # a workload's units -> its batched units, or why not
-
 
 def vectorized(
     units: list[Unit],
@@ -68,28 +66,23 @@ def vectorized(
     options: CheckOptions,
     policy: ChunkPolicy,
     batching: Batching,
+    call_seconds: float | None = None,
 ) -> tuple[list[Unit], list[Stage], dict[int, Fallback]]:
     """The plan's units and stages with its worthwhile work batched, and why each slow-mode
-    comparison left element by element is (by stage index)."""
-    made = list(units)
-    workloads: Workloads = {}
+    comparison left element by element is (by stage index). ``call_seconds``: what one call of
+    the function took, if known."""
     tolerance = (SPOT * options.rtol, SPOT * options.atol)
+    batcher = _Batcher(list(units), subject, engine, policy, batching, tolerance, call_seconds)
     new_stages: list[Stage] = []
     reasons: dict[int, Fallback] = {}
-
-    def batched(group: tuple[int, ...], running: float) -> tuple[int, ...] | Fallback:
-        if group not in workloads:
-            workloads[group] = _batch(made, group, subject, engine, policy, batching, running, tolerance)
-        return workloads[group]
-
     for index, stage in enumerate(stages):
         if not isinstance(stage, JacobianComparison):
             new_stages.append(stage)
             continue
         running = _running_bytes(units, stage)
-        numerical = [batched(group, running) for group in stage.numerical]
+        numerical = [batcher.batched(group, running) for group in stage.numerical]
         cannot = next((c for c in numerical if isinstance(c, Fallback) and c not in _NOT_WORTH), None)
-        analytical = [] if cannot else [batched(group, running) for group in stage.analytical]
+        analytical = [] if cannot else [batcher.batched(group, running) for group in stage.analytical]
         left = [c for c in numerical + analytical if isinstance(c, Fallback)]
         if cannot or len(left) == len(numerical) + len(analytical):
             new_stages.append(stage)
@@ -102,7 +95,7 @@ def vectorized(
             analytical=tuple(map(pick, analytical, stage.analytical)),
         )
         new_stages.append(BatchedComparison(on_batches, *_twin(units, stage)))
-    return _compacted(made, new_stages) + (reasons,)
+    return _compacted(batcher.made, new_stages) + (reasons,)
 
 
 def _running_bytes(units: Sequence[Unit], stage: JacobianComparison) -> float:
@@ -112,34 +105,43 @@ def _running_bytes(units: Sequence[Unit], stage: JacobianComparison) -> float:
     return HELD_FACTOR * (slots_bytes(stage.inputs) + slots_bytes(outputs))
 
 
-def _batch(
-    made: list[Unit],
-    group: tuple[int, ...],
-    subject: Subject,
-    engine: Engine,
-    policy: ChunkPolicy,
-    batching: Batching,
-    running: float,
-    tolerance: tuple[float, float],
-) -> tuple[int, ...] | Fallback:
-    """The batched units of a workload (appended to ``made``), or why it stays element by element."""
-    first, last = made[group[0]], made[group[-1]]
-    if getattr(first, "vector", None) is not None:  # fast mode's vector units: one item each
-        return Fallback.SMALL
-    whole = replace(first, start=0, stop=last.stop)
-    held = Held(running, _result_bytes(whole), getattr(policy, "block_bytes", math.inf))
-    decision: Decision = decide(batching, engine, subject, whole, held, tolerance)
-    if decision.reason is not None:
-        return decision.reason
-    size = decision.batch
-    count = math.ceil(whole.stop / size)
-    ranges = policy.chunks(Workload(count, decision.seconds, _result_bytes(whole) * size)) or [(0, count)]
-    start = len(made)
-    for a, b in ranges:
-        made.append(
-            replace(whole, start=a * size, stop=min(b * size, whole.stop), batch=size, spot_tolerance=tolerance)
-        )
-    return tuple(range(start, len(made)))
+@dataclass
+class _Batcher:
+    """The batched units of a plan's workloads, made once per workload (the numerical columns of
+    complex outputs' two parts are one workload), appended to ``made``."""
+
+    made: list[Unit]
+    subject: Subject
+    engine: Engine
+    policy: ChunkPolicy
+    batching: Batching
+    tolerance: tuple[float, float]
+    call_seconds: float | None
+    workloads: dict[tuple[int, ...], tuple[int, ...] | Fallback] = field(default_factory=dict)
+
+    def batched(self, group: tuple[int, ...], running: float) -> tuple[int, ...] | Fallback:
+        """The batched units of the workload made of units ``group``, or why it stays element by element."""
+        if group not in self.workloads:
+            self.workloads[group] = self._batch(group, running)
+        return self.workloads[group]
+
+    def _batch(self, group: tuple[int, ...], running: float) -> tuple[int, ...] | Fallback:
+        first, last = self.made[group[0]], self.made[group[-1]]
+        if getattr(first, "vector", None) is not None:  # fast mode's vector units: one item each
+            return Fallback.SMALL
+        whole = replace(first, start=0, stop=last.stop)
+        held = Held(running, _result_bytes(whole), getattr(self.policy, "block_bytes", math.inf))
+        decision = decide(self.batching, self.engine, self.subject, whole, held, self.tolerance, self.call_seconds)
+        if decision.reason is not None:
+            return decision.reason
+        size = decision.batch
+        count = math.ceil(whole.stop / size)
+        ranges = self.policy.chunks(Workload(count, decision.seconds, _result_bytes(whole) * size)) or [(0, count)]
+        start = len(self.made)
+        for a, b in ranges:
+            stop = min(b * size, whole.stop)
+            self.made.append(replace(whole, start=a * size, stop=stop, batch=size, spot_tolerance=self.tolerance))
+        return tuple(range(start, len(self.made)))
 
 
 def _result_bytes(unit: Any) -> int:
