@@ -8,16 +8,17 @@ batched or not as :func:`~distcheck.plan.batch_choice.decide` finds. A compariso
 when some of its work is and none of its numerical columns (most of its work: two evaluations
 per column, four for a complex input) cannot or must not be (a vmap error, a closure over the
 input, a sparse input); otherwise it stays as planned, and the first such reason (else why the
-work would not pay) says why. A batched
-comparison keeps its element-by-element twin (the comparison as planned, run only if needed)
-and compares the batched Jacobians first, where it decides only a clear pass:
+work would not pay) says why. A batched comparison keeps its element-by-element twin (the
+comparison as planned, run only if needed) and compares the batched Jacobians first, where it
+decides only a clear pass:
 
 - every element within :data:`CLEAR` of its tolerance: ``|a - n| <= CLEAR·(atol + rtol·|n|)``
   (so that the last-bit differences between a batch and torch's loop, which finite differences
   amplify by 1/eps and are measured below 1e-8 on op_db, cannot turn a pass into a failure);
 - the rows' two runs within ``nondet_tol``, sizes and dtypes as the reference wants them;
-- every batch's spot check agreeing: its middle item computed again torch's way, element by
-  element, within :data:`SPOT` of the tolerance, element by element.
+- every batch's spot check agreeing: its middle item computed again torch's way within
+  :data:`SPOT` of the tolerance, element by element (a bound on how far a batch may be from the
+  loop where it was not checked: a batch computes every item with the same kernels).
 
 Anything else, and any error of a batch, is judged again by the element-by-element twin, so
 that every failure, and every number in its message, is the exact path's. Batched units cover

@@ -326,8 +326,8 @@ def test_batches_hold_at_most_the_budget():
     _, plan = plan_check(lambda a: a.exp().cumsum(0), (_x(100),), options, SerialExecutor())
     batched = [u for u in plan.units if getattr(u, "batch", 0)]
     assert batched and all(u.start % u.batch == 0 for u in batched)
-    # each item of a batch holds 4 times the inputs and outputs (1,600 bytes); its result, a row of 800
-    assert max(u.batch for u in batched) * 4 * (800 + 800) <= budget
+    # each item of a batch holds 6 times the inputs and outputs (1,600 bytes); its result, a row of 800
+    assert max(u.batch for u in batched) * 6 * (800 + 800) <= budget
     assert all(u.batch * 800 * (2 if isinstance(u, AnalyticalRows) else 1) <= budget / 2 for u in batched)
 
 
