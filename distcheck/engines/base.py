@@ -224,8 +224,9 @@ class Engine(ABC):
         """``func`` at each of the ``stacked`` values of ``inputs[position]`` (along the first
         dimension; the other inputs as they are) in one call of the engine's vectorizing map,
         recording no gradients: the stacked outputs. Strict: raises where the batch would not
-        compute what separate calls compute (random numbers, a value read back, data-dependent
-        shapes, an operation without a batching rule); :meth:`batching_failure` names why.
+        compute what separate calls compute (a value read back, data-dependent shapes, an
+        operation without a batching rule); :meth:`batching_failure` names why. Random numbers
+        are drawn once for the batch (a batch that moves the engine's global RNG is refused).
         Default: EngineCapabilityError."""
         raise EngineCapabilityError(f"the {self.name} engine has no vectorizing map (vmap)")
 

@@ -272,12 +272,13 @@ class TensorplayEngine(Engine):
         return tuple(vmap(function)(stacked))
 
     def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: tp.Tensor) -> tuple:
-        """``tensorplay.func.vmap`` with random operations refused, recording no gradients."""
+        """``tensorplay.func.vmap``, recording no gradients; random operations draw once for the
+        batch, as torch's (:func:`~distcheck.engines.torch_batch.batch_evaluate`)."""
         args = [x.detach() if isinstance(x, tp.Tensor) else x for x in inputs]
         args[position] = stacked
         in_dims = tuple(0 if k == position else None for k in range(len(args)))
         with tp.no_grad():
-            return as_tuple(vmap(func, in_dims=in_dims, randomness="error")(*args))
+            return as_tuple(vmap(func, in_dims=in_dims, randomness="same")(*args))
 
     def transform_pullback(self, func, inputs, diff_positions, output_positions):
         """``tensorplay.func.vjp`` (its autograd's ``grad`` cannot be vmapped)."""

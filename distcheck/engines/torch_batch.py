@@ -1,6 +1,6 @@
 """Batched Jacobian blocks on torch: the function mapped over a batch of perturbed inputs with
-``torch.func.vmap`` (strict: no per-item fallback, no randomness), its VJP as a function
-transform (``torch.func.vjp``), and why a batch failed."""
+``torch.func.vmap`` (strict: no per-item fallback), its VJP as a function transform
+(``torch.func.vjp``), and why a batch failed."""
 
 from __future__ import annotations
 
@@ -25,13 +25,17 @@ _REASONS = (
 
 
 def batch_evaluate(func: Callable, inputs: tuple, position: int, stacked: torch.Tensor) -> tuple:
-    """``func`` mapped over ``stacked`` at ``position`` by ``torch.func.vmap`` with random
-    operations refused and the per-item fallback for operations without a batching rule turned
-    off (both raise), without recording gradients (the inputs detached)."""
+    """``func`` mapped over ``stacked`` at ``position`` by ``torch.func.vmap``, the per-item
+    fallback for operations without a batching rule turned off (it raises), without recording
+    gradients (the inputs detached). Random operations draw once for the whole batch
+    (``randomness="same"``): what a function that reseeds the global RNG at each call (op_db's
+    ``wrapper_set_seed``, for dropout) draws at each of torch's calls. A function that draws
+    from the RNG as it is moves its state, which the batched units refuse
+    (:func:`~distcheck.plan.units.batches.refusing_draws`)."""
     args = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
     args[position] = stacked
     in_dims = tuple(0 if k == position else None for k in range(len(args)))
-    mapped = torch.func.vmap(func, in_dims=in_dims, randomness="error")
+    mapped = torch.func.vmap(func, in_dims=in_dims, randomness="same")
     enabled = _functorch._is_vmap_fallback_enabled()
     _functorch._set_vmap_fallback_enabled(False)
     try:

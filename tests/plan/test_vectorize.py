@@ -388,3 +388,17 @@ def test_a_decision_is_remembered_for_another_sample_of_the_op():
         assert _reasons(counted, (_x(n),)) == {Fallback.ITEM: 1}
         if n == 20:  # exactly the element-by-element path's calls (and the closure probe's two)
             assert len(calls) - before == 1 + 2 * n
+
+
+def test_a_function_that_reseeds_its_draws_is_batched():
+    """op_db's dropouts reseed the global RNG at each call (and put it back): every call draws
+    the same mask, which a batch draws once for all its items."""
+    from torch.testing._utils import wrapper_set_seed
+
+    func = lambda b: wrapper_set_seed(F.dropout, b, p=0.5)  # noqa: E731
+    torch.manual_seed(11)
+    before = torch.get_rng_state()
+    verdict, counts = _side_by_side(func, (_x(40),))
+    torch.manual_seed(11)
+    distcheck.gradcheck(func, (_x(40),), vectorize=FORCE)
+    assert verdict == "pass" and counts.batched == 1 and torch.equal(torch.get_rng_state(), before)
