@@ -153,6 +153,8 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
     per_op: dict = collections.defaultdict(lambda: {"seconds": collections.Counter(), "counts": BatchCounts()})
     differing = []
     for n, info in enumerate(infos):
+        if sides == SIDES and per_op and info.id.op not in per_op:  # an op done: its line now
+            print("  done: " + _line(*list(per_op.items())[-1]), file=sys.stderr, flush=True)
         op = per_op[info.id.op]
         verdicts = {}
         for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
@@ -170,12 +172,8 @@ def report(result: dict) -> None:
     print(f"{'op':{width}}  {'torch':>9} {'batched':>9} {'exact':>9}  torch/batched  decided batched, fallbacks")
     applies = []
     for op, found in sorted(per_op.items(), key=lambda item: -item[1]["seconds"]["torch"]):
-        s, c = found["seconds"], found["counts"]
-        fallbacks = ", ".join(f"{reason} {k}" for reason, k in c.fallbacks.most_common())
-        print(
-            f"{op:{width}}  {s['torch']:9.2f} {s['batched']:9.2f} {s['exact']:9.2f}  {_ratio(s):13.2f}"
-            f"  {c.batched} of {c.batched + c.exact}; {fallbacks or '-'}"
-        )
+        print(_line(op, found, width))
+        c = found["counts"]
         if c.batched and c.batched >= c.exact:
             applies.append(op)
     total = sum((found["seconds"] for found in per_op.values()), collections.Counter())
@@ -188,6 +186,16 @@ def report(result: dict) -> None:
     print(f"  per core, torch / batched: {_ratio(total):.2f}x (target >= 2.5); torch / exact: {exact:.2f}x")
     print(f"ops where batching applies ({len(applies)}): {', '.join(applies) or '-'}")
     print(f"  per core, torch / batched: {_ratio(where):.2f}x (target >= 4)")
+
+
+def _line(op: str, found: dict, width: int = 0) -> str:
+    """An op's seconds per side, torch / batched, and what its comparisons were decided on."""
+    s, c = found["seconds"], found["counts"]
+    fallbacks = ", ".join(f"{reason} {k}" for reason, k in c.fallbacks.most_common())
+    return (
+        f"{op:{width}}  {s['torch']:9.2f} {s['batched']:9.2f} {s['exact']:9.2f}  {_ratio(s):13.2f}"
+        f"  {c.batched} of {c.batched + c.exact}; {fallbacks or '-'}"
+    )
 
 
 def _ratio(seconds, side: str = "batched") -> float:
