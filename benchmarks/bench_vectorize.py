@@ -109,8 +109,10 @@ def checkers(counts: dict):
     return {"torch": torch_checker(), "batched": ours(True), "exact": ours(False)}
 
 
-def timed(suite, info, checker, budget) -> tuple[str, float]:
-    """The case's verdict under ``checker`` and the seconds its checks took (not its build)."""
+def timed(suite, info, checker, budget) -> tuple[str, float, bool]:
+    """The case's verdict under ``checker``, the seconds its checks took (not its build), and
+    whether the case is expected to fail (judged by distcheck, a case that passes is then
+    checked again by torch's gradcheck: the suite's path, not the checks')."""
     from distcheck.runner.budget import SKIP, estimate, has_slow_calls
     from distcheck.runner.judge import judge
 
@@ -118,12 +120,12 @@ def timed(suite, info, checker, budget) -> tuple[str, float]:
     if has_slow_calls(built):
         try:
             if budget.decide(estimate(built))[0] == SKIP:
-                return "skipped", 0.0
+                return "skipped", 0.0, False
         except Exception:  # the function fails: the checks say how
             pass
     start = time.perf_counter()
     verdict, _ = judge(built, checker)
-    return verdict, time.perf_counter() - start
+    return verdict, time.perf_counter() - start, built.expected_failure is not None
 
 
 def cases(args):
@@ -150,7 +152,9 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
     counts = {"current": BatchCounts()}
     chosen = checkers(counts)
     budget = Budget(default_max_jacobian_mb() * 2**20)
-    per_op: dict = collections.defaultdict(lambda: {"seconds": collections.Counter(), "counts": BatchCounts()})
+    per_op: dict = collections.defaultdict(
+        lambda: {"seconds": collections.Counter(), "xfail": collections.Counter(), "counts": BatchCounts()}
+    )
     differing = []
     for n, info in enumerate(infos):
         if sides == SIDES and per_op and info.id.op not in per_op:  # an op done: its line now
@@ -159,8 +163,9 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
         verdicts = {}
         for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
             counts["current"] = op["counts"]
-            verdicts[side], seconds = timed(suite, info, chosen[side], budget)
+            verdicts[side], seconds, expected_failure = timed(suite, info, chosen[side], budget)
             op["seconds"][side] += seconds
+            op["xfail"][side] += seconds if expected_failure else 0.0
         if len(set(verdicts.values())) > 1:
             differing.append((info.id, verdicts))
     return {"per_op": dict(per_op), "differing": differing, "cases": len(infos)}
@@ -177,6 +182,7 @@ def report(result: dict) -> None:
         if c.batched and c.batched >= c.exact:
             applies.append(op)
     total = sum((found["seconds"] for found in per_op.values()), collections.Counter())
+    xfail = sum((found["xfail"] for found in per_op.values()), collections.Counter())
     where = sum((per_op[op]["seconds"] for op in applies), collections.Counter())
     print(f"\n{result['cases']} cases; verdicts differ on {len(result['differing'])}")
     for case_id, verdicts in result["differing"]:
@@ -184,6 +190,11 @@ def report(result: dict) -> None:
     print(f"all ops: torch {total['torch']:.1f} s, batched {total['batched']:.1f} s, exact {total['exact']:.1f} s")
     exact = _ratio(total, "exact")
     print(f"  per core, torch / batched: {_ratio(total):.2f}x (target >= 2.5); torch / exact: {exact:.2f}x")
+    print(
+        f"  of which cases expected to fail: torch {xfail['torch']:.1f} s, batched {xfail['batched']:.1f} s, "
+        f"exact {xfail['exact']:.1f} s (distcheck's judge checks a passing one again with torch's gradcheck);"
+        f" without them {_ratio(total - xfail):.2f}x"
+    )
     print(f"ops where batching applies ({len(applies)}): {', '.join(applies) or '-'}")
     print(f"  per core, torch / batched: {_ratio(where):.2f}x (target >= 4)")
 
