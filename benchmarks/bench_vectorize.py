@@ -129,7 +129,7 @@ def timed(suite, info, checker, budget) -> tuple[str, float, bool]:
 
 
 def cases(args):
-    from distcheck.runner.runner import select
+    from distcheck.runner.run import select
     from distcheck.suites import Selection, get_suite
 
     suite = get_suite("torch-opinfo", "slow")
