@@ -119,12 +119,16 @@ def _marked(record: CaseRecord, marks: Mapping[str, str]) -> str:
 
 
 def _traceback(record: CaseRecord) -> list[str]:
-    """The last lines of the record's traceback (an error's), indented under its message."""
+    """The end of the record's traceback (an error's), indented under its message: its last
+    lines from the start of a frame, without the lines that only point (``^^^``)."""
     if not record.traceback:
         return []
-    lines = record.traceback.splitlines()
-    shown = f" (its last {TRACEBACK_LINES} lines of {len(lines)})" if len(lines) > TRACEBACK_LINES else ""
-    return [f"      traceback{shown}:", *(f"        {text}" for text in lines[-TRACEBACK_LINES:])]
+    lines = [line for line in record.traceback.splitlines() if line.strip(" ^~")]
+    end = lines[-TRACEBACK_LINES:]
+    while len(end) > 1 and not end[0].startswith("  File "):
+        end = end[1:]
+    shown = f" (its end, of {len(record.traceback.splitlines())} lines in the record)" if end != lines else ""
+    return [f"      traceback{shown}:", *(f"        {text}" for text in end)]
 
 
 def _flaky(flaky: list[CaseRecord], mode: str, marks: Mapping[str, str], spec: str | None) -> list[str]:

@@ -46,6 +46,7 @@ def test_a_run_shows_the_traceback_in_every_report(tmp_path, capsys):
     shown = summary[at + 1 : summary.index(next(line for line in summary[at:] if "rerun:" in line))]
     assert shown[0] == "      gradcheck raised ValueError: kaboom" and shown[1].startswith("      traceback")
     assert "in explode" in "\n".join(shown) and shown[-1] == "        ValueError: kaboom", shown
+    assert shown[2].startswith("          File ") and not any("^^^" in line for line in shown)  # whole frames
     (record,) = json.loads(report.read_text())["cases"]
     assert "in explode\n" in record["traceback"] and record["traceback"].endswith("ValueError: kaboom")
     SCHEMA.validate(str(junit))
@@ -65,7 +66,8 @@ def test_report_of_a_run_folder_shows_it(tmp_path):
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<script>alert" not in text
         assert "scaled &lt;b&gt;" in text and "<details><summary>Traceback (4 lines)</summary>" in text
         summary = console.summary(loaded_result(load_run(folder)))
-        assert "      traceback:\n" + "\n".join(f"        {line}" for line in TRACEBACK.split("\n")) in summary
+        end = "\n".join(f"        {line}" for line in TRACEBACK.split("\n")[1:])  # from its first frame
+        assert "      traceback (its end, of 4 lines in the record):\n" + end in summary
 
 
 def test_runs_recorded_without_tracebacks_still_load_and_compare(tmp_path, capsys):
