@@ -17,8 +17,9 @@ from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
 from distcheck.runner import artifacts, probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
-from distcheck.runner.judge import distcheck_checker, judged, raised, traceback_of
+from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
+from distcheck.runner.tracebacks import traceback_of
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 from distcheck.suites.checkers import Checker
 

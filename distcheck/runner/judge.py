@@ -5,7 +5,7 @@
   expected error was not raised.
 - ``error``: anything else raised (the op or its backward crashed, a bad sample, the GPU ran
   out of memory: then with the device's figures, its cache freed, see :mod:`.gpus`); with
-  the error's traceback, bounded (:func:`traceback_of`).
+  the error's traceback, bounded (:func:`~.tracebacks.traceback_of`).
 - a case expected to fail (``expected_failure``): ``xfail`` where it would fail or err;
   where it would pass, ``xpass`` — or ``xfail`` if the case's reference checks (the engine's
   own gradcheck) fail or raise on it, with their message: the engine's own test fails there.
@@ -17,7 +17,6 @@ of a plain call (an op's in-place variant that claims no autograd) is made of on
 from __future__ import annotations
 
 import functools
-import traceback
 import warnings
 from typing import NamedTuple
 
@@ -27,10 +26,9 @@ from distcheck.executors import Executor
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.gpus import is_out_of_memory, out_of_memory
 from distcheck.runner.records import ERROR, FAIL, PASS, XFAIL, XPASS
+from distcheck.runner.tracebacks import traceback_of
 from distcheck.suites.base import BuiltCase, CheckCall
 from distcheck.suites.checkers import Checker
-
-TRACEBACK_LINES, TRACEBACK_CHARS = 40, 8000  # what a record keeps of a traceback: its last lines
 
 
 class Judgement(NamedTuple):
@@ -41,28 +39,6 @@ class Judgement(NamedTuple):
     message: str
     blocks: FailureBlocks | None = None
     traceback: str | None = None
-
-
-def traceback_of(error: BaseException) -> str:
-    """The traceback of ``error`` as Python prints it (its chained errors, and the traceback of
-    a worker where it was raised: a note), bounded: its last :data:`TRACEBACK_LINES` lines, at
-    most :data:`TRACEBACK_CHARS` characters, after a line that says how many were cut. The
-    last lines are kept because they are the innermost frames, the user's function and what it
-    called, and the error itself; the outer ones are distcheck's way down to the call."""
-    text = "".join(traceback.format_exception(error)).rstrip("\n")
-    lines = text.split("\n")
-    if len(lines) <= TRACEBACK_LINES and len(text) <= TRACEBACK_CHARS:
-        return text
-    kept, size = [], 0
-    for line in reversed(lines[-TRACEBACK_LINES:]):
-        if size + len(line) + 1 > TRACEBACK_CHARS:
-            if not kept:  # one line longer than the bound (a tensor in the message): its end
-                kept.append("…" + line[len(line) - TRACEBACK_CHARS + 1 :])
-            break
-        kept.append(line)
-        size += len(line) + 1
-    kept.reverse()
-    return "\n".join([f"… ({len(lines) - len(kept)} of {len(lines)} lines cut: the last {len(kept)} kept)", *kept])
 
 
 def distcheck_checker(executor: Executor) -> Checker:

@@ -3,11 +3,13 @@ case's chunk on another worker) and after reruns (``tests/runner/raising_suite.p
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.judge import TRACEBACK_CHARS, TRACEBACK_LINES, traceback_of
 from distcheck.runner.records import CaseRecord, RecordBatch
+from distcheck.runner.tracebacks import TRACEBACK_CHARS, TRACEBACK_LINES, traceback_of
 from distcheck.suites import Selection, get_suite
 
 SPEC = "tests.runner.raising_suite:suite"
@@ -73,3 +75,22 @@ def test_a_split_case_keeps_the_traceback_of_its_chunk(ray_cluster):
     record = _records("slow", ("late",), timeout=120, split_seconds=0.01)["late"]
     assert record.tasks > 1, record  # split: the error was raised in a chunk, on a runner
     _names_the_users_function(record, "explode_late")
+
+
+def _copies(nested: list) -> list:
+    return copy.deepcopy(nested)
+
+
+def test_the_users_frames_are_kept_before_a_deep_library_stack():
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    with pytest.raises(RecursionError) as raised:
+        _copies(nested)  # deepcopy: thousands of the standard library's frames under the user's
+    text = traceback_of(raised.value)
+    lines = text.split("\n")
+    assert len(lines) <= TRACEBACK_LINES + 1 and len(text) <= TRACEBACK_CHARS + 200
+    assert "in _copies" in text and "return copy.deepcopy(nested)" in text, text
+    assert lines[-1].startswith("RecursionError") and "copy.py" in lines[-4]
+    ordered = [k for k, line in enumerate(lines) if "in test_the_users_frames" in line or "in _copies" in line]
+    assert len(ordered) == 2 and lines[ordered[1] + 2] == "  …"  # the two innermost, in order, then the end
