@@ -3,8 +3,9 @@
 The progress goes to stderr: on a terminal one line redrawn in place, otherwise (CI logs,
 pipes) a plain line every ``interval`` seconds. The summary goes to stdout: a table of
 verdicts per check kind, the slowest cases, the failures with the first lines of their
-messages and a command that reruns just that case, the flaky cases with their attempts, and,
-for an interrupted run, the command that resumes it.
+messages (an error's with the last lines of its traceback) and a command that reruns just that
+case, the flaky cases with their attempts, and, for an interrupted run, the command that
+resumes it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from distcheck.runner.result import RunResult
 
 BAR_WIDTH = 24
 MESSAGE_LINES = 6  # of each failure's message
+TRACEBACK_LINES = 6  # the last lines of an error's traceback
 SHOWN_FAILURES = 30
 SHOWN_SLOWEST = 10
 
@@ -116,6 +118,19 @@ def _marked(record: CaseRecord, marks: Mapping[str, str]) -> str:
     return f" [{mark}]" if mark else ""
 
 
+def _traceback(record: CaseRecord) -> list[str]:
+    """The end of the record's traceback (an error's), indented under its message: its last
+    lines from the start of a frame, without the lines that only point (``^^^``)."""
+    if not record.traceback:
+        return []
+    lines = [line for line in record.traceback.splitlines() if line.strip(" ^~")]
+    end = lines[-TRACEBACK_LINES:]
+    while len(end) > 1 and not end[0].startswith("  File "):
+        end = end[1:]
+    shown = f" (its end, of {len(record.traceback.splitlines())} lines in the record)" if end != lines else ""
+    return [f"      traceback{shown}:", *(f"        {text}" for text in end)]
+
+
 def _flaky(flaky: list[CaseRecord], mode: str, marks: Mapping[str, str], spec: str | None) -> list[str]:
     if not flaky:
         return []
@@ -187,6 +202,7 @@ def summary(
             lines += [f"      {text}" for text in message[:MESSAGE_LINES]]
             if len(message) > MESSAGE_LINES:
                 lines.append(f"      ... ({len(message) - MESSAGE_LINES} more lines)")
+            lines += _traceback(r)
             lines.append(f"      rerun: {reproduce_command(r, result.mode, spec)}")
             if r.case.sample is not None:
                 lines.append(f"      repro: {repro.command(r, result.mode, spec)}")

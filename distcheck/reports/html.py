@@ -4,7 +4,8 @@ loads nothing from the network).
 - the verdicts per check kind, then filters by verdict, check kind, dtype and op (also read
   from the page address: ``report.html#verdict=fail&check=grad&dtype=float64&op=mm``), which
   choose both the failures' cards and the case table's rows;
-- first, each failure (fail, error, timeout, flaky): its message, its reproducer command and,
+- first, each failure (fail, error, timeout, flaky): its message (an error's traceback under it,
+  folded), its reproducer command and,
   for a Jacobian mismatch whose blocks the run kept, heatmaps of the numerical and analytical
   blocks and of |analytical − numerical| against the tolerance with the largest violation marked;
 - then every case in a table, the slowest cases, and the run (time, workers, command, versions).
@@ -223,6 +224,14 @@ def _message(text: str) -> str:
     return f"<pre>{_e(shown)}{_e(chr(10) + '… (cut: the whole message is in the JSON report)') if cut else ''}</pre>"
 
 
+def _traceback(record: CaseRecord) -> str:
+    """The record's traceback (an error's), folded: the message says what raised, this where."""
+    if not record.traceback:
+        return ""
+    lines = record.traceback.count("\n") + 1
+    return f"<details><summary>Traceback ({lines} lines)</summary><pre>{_e(record.traceback)}</pre></details>"
+
+
 def _pictures(run: LoadedRun, record: CaseRecord) -> str:
     path = run.blocks_path(record)
     if path is None:
@@ -258,7 +267,7 @@ def _failures(out: TextIO, run: LoadedRun, mode: str) -> None:
             f'<section class="failure" data-verdict="{_e(r.verdict)}" data-check="{_e(case.check)}" '
             f'data-dtype="{_e(case.dtype)}" data-op="{_e(case.op)}" id="{_e(r.id)}">'
             f"<h3><span class='v-{_e(r.verdict)}'>{_e(r.verdict.upper())}</span> {_e(r.id)} "
-            f"<span class='note'>({r.seconds:.2f} s)</span></h3>{_message(r.message)}"
+            f"<span class='note'>({r.seconds:.2f} s)</span></h3>{_message(r.message)}{_traceback(r)}"
         )
         if case.sample is not None:
             out.write(f"<p>Reproduce: <code>{_e(repro.command(r, mode, run.spec))}</code></p>")

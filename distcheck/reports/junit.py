@@ -4,9 +4,10 @@
 One ``<testsuite>`` per check kind (counts, time, ``<properties>``: suite, mode, versions,
 command), one ``<testcase classname="<suite>.<op>" name="<check>[<dtype>-sample<i>]">`` per case;
 ``<failure>`` (type GradcheckError) / ``<error>`` (the exception class, or Timeout) carry the
-message and the reproducer command, ``<skipped>`` the reason of skipped and xfail cases. The
-file is written as a stream (a 45,000-case run), and validates against the JUnit schema Jenkins'
-xunit plugin uses (``junit-10.xsd``).
+message (an error's traceback after it, as pytest's ``<error>`` holds one) and the reproducer
+command, ``<skipped>`` the reason of skipped and xfail cases. The file is written as a stream
+(a 45,000-case run), and validates against the JUnit schema Jenkins' xunit plugin uses
+(``junit-10.xsd``).
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def _outcome(record: CaseRecord, reproduce: str | None) -> str:
         return element("failure", "UnexpectedSuccess", first, body)
     if record.verdict in (SKIPPED, XFAIL):
         return element("skipped", outcome_type(record), first, record.message)
-    body = record.message + (f"\n\nreproduce: {reproduce}" if reproduce else "")
+    body = record.message + (f"\n\n{record.traceback}" if record.traceback else "")
+    body += f"\n\nreproduce: {reproduce}" if reproduce else ""
     return element("failure" if record.verdict in (FAIL, FLAKY) else "error", outcome_type(record), first, body)
 
 

@@ -51,7 +51,8 @@ class LoadedRun:
 
 
 def record_from_json(line: dict[str, Any]) -> CaseRecord:
-    """A :class:`CaseRecord` from its ``to_json()`` (fields unknown to this version are ignored)."""
+    """A :class:`CaseRecord` from its ``to_json()`` (fields unknown to this version are ignored;
+    those it knows after ``tasks`` are optional: a record written before them has none)."""
     return CaseRecord(
         CaseId.parse(line["id"]),
         line["verdict"],
@@ -60,6 +61,7 @@ def record_from_json(line: dict[str, Any]) -> CaseRecord:
         int(line.get("tasks", 0)),
         line.get("estimate"),
         line.get("blocks"),
+        traceback=line.get("traceback"),
     )
 
 

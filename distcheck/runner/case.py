@@ -19,6 +19,7 @@ from distcheck.runner import artifacts, probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
+from distcheck.runner.tracebacks import traceback_of
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 from distcheck.suites.checkers import Checker
 
@@ -39,7 +40,8 @@ def prepare(suite: Suite) -> None:
 @dataclass(frozen=True)
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
-    inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison."""
+    inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison;
+    ``traceback``: an error's, bounded (see :func:`~.judge.traceback_of`)."""
 
     verdict: Verdict
     message: str = ""
@@ -47,6 +49,7 @@ class Outcome:
     fingerprint: str | None = None
     estimate: Estimate | None = None
     blocks: artifacts.CaseBlocks | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def build_checked(suite: Suite, case: CaseId, expected: str | None) -> tuple[Bui
     try:
         built = suite.build(case)
     except Exception as e:
-        return None, Outcome(ERROR, f"rebuilding the case failed: {raised(e)}")
+        return None, Outcome(ERROR, f"rebuilding the case failed: {raised(e)}", traceback=traceback_of(e))
     if expected is not None and built.fingerprint != expected:
         return None, Outcome(ERROR, fingerprint_mismatch(case, expected, built.fingerprint), 0.0, built.fingerprint)
     return built, None
@@ -114,12 +117,12 @@ def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, check
             if decision == SPLIT:
                 return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
         serial = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
-        verdict, message, blocks = judged(built, checker or distcheck_checker(serial))
+        verdict, message, blocks, traceback = judged(built, checker or distcheck_checker(serial))
         try:
             kept = None if blocks is None else artifacts.bounded(blocks)
         except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them
             kept = None
-        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept)
+        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept, traceback)
 
 
 def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = False) -> CaseRecord:
@@ -134,7 +137,9 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = 
         )
     estimated = None if outcome.estimate is None else outcome.estimate.to_json()
     blocks = artifacts.file_name(info.key) if keep_blocks and outcome.blocks is not None else None
-    return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks)
+    return CaseRecord(
+        info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks, None, outcome.traceback
+    )
 
 
 def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) -> tuple[CaseRecord, dict]:

@@ -4,7 +4,8 @@
 - ``fail``: a call raised the checker's failure type (GradcheckError) or returned False; or an
   expected error was not raised.
 - ``error``: anything else raised (the op or its backward crashed, a bad sample, the GPU ran
-  out of memory: then with the device's figures, its cache freed, see :mod:`.gpus`).
+  out of memory: then with the device's figures, its cache freed, see :mod:`.gpus`); with
+  the error's traceback, bounded (:func:`~.tracebacks.traceback_of`).
 - a case expected to fail (``expected_failure``): ``xfail`` where it would fail or err;
   where it would pass, ``xpass`` — or ``xfail`` if the case's reference checks (the engine's
   own gradcheck) fail or raise on it, with their message: the engine's own test fails there.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import NamedTuple
 
 from distcheck import check
 from distcheck.errors import GradcheckError
@@ -24,8 +26,19 @@ from distcheck.executors import Executor
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.gpus import is_out_of_memory, out_of_memory
 from distcheck.runner.records import ERROR, FAIL, PASS, XFAIL, XPASS
+from distcheck.runner.tracebacks import traceback_of
 from distcheck.suites.base import BuiltCase, CheckCall
 from distcheck.suites.checkers import Checker
+
+
+class Judgement(NamedTuple):
+    """A case's verdict and message; ``blocks``: the Jacobian blocks of a failed comparison,
+    when the failure has them; ``traceback``: an ``error``'s, bounded."""
+
+    verdict: str
+    message: str
+    blocks: FailureBlocks | None = None
+    traceback: str | None = None
 
 
 def distcheck_checker(executor: Executor) -> Checker:
@@ -57,35 +70,33 @@ def _describe(call: CheckCall, index: int, total: int) -> str:
 def judge(case: BuiltCase, checker: Checker) -> tuple[str, str]:
     """``(verdict, message)`` of ``case`` under ``checker``. Warnings are silenced (PyTorch's
     tests do not fail on them); BaseExceptions (interrupts, timeouts) propagate."""
-    verdict, message, _ = judged(case, checker)
+    verdict, message, *_ = judged(case, checker)
     return verdict, message
 
 
-def judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks | None]:
-    """:func:`judge`, and the Jacobian blocks of a failed comparison when the failure has them."""
-    verdict, message, blocks = _judged(case, checker)
+def judged(case: BuiltCase, checker: Checker) -> Judgement:
+    """:func:`judge`, with the Jacobian blocks of a failed comparison and an error's traceback."""
+    judgement = _judged(case, checker)
     if case.expected_failure is None:
-        return verdict, message, blocks
+        return judgement
+    verdict, message, blocks, _ = judgement
     expected = f"expected to fail ({case.expected_failure})"
     if verdict != PASS:
-        return XFAIL, f"{expected}; {verdict}: {message}", blocks
+        return Judgement(XFAIL, f"{expected}; {verdict}: {message}", blocks)
     if case.reference is not None:
         reference = case.reference()
         if reference != checker:
-            verdict, message, _ = _judged(case, reference)
+            verdict, message, *_ = _judged(case, reference)
             if verdict != PASS:
-                return (
+                return Judgement(
                     XFAIL,
-                    (
-                        f"{expected}; distcheck's checks pass, but the engine's own raise on this sample, "
-                        f"so its test fails as expected ({verdict}): {message}"
-                    ),
-                    None,
+                    f"{expected}; distcheck's checks pass, but the engine's own raise on this sample, "
+                    f"so its test fails as expected ({verdict}): {message}",
                 )
-    return XPASS, f"unexpected success: {expected}, the checks pass", None
+    return Judgement(XPASS, f"unexpected success: {expected}, the checks pass")
 
 
-def _judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks | None]:
+def _judged(case: BuiltCase, checker: Checker) -> Judgement:
     expected = case.expected_error
     where = ""
     try:
@@ -99,15 +110,15 @@ def _judged(case: BuiltCase, checker: Checker) -> tuple[str, str, FailureBlocks 
                     continue
                 check = checker.gradcheck if call.function == "gradcheck" else checker.gradgradcheck
                 if not check(case.func, case.inputs, **call.kwargs):
-                    return FAIL, f"{where} returned False", None
+                    return Judgement(FAIL, f"{where} returned False")
     except Exception as e:
         if expected is not None:
             if expected.matches(e):
-                return PASS, "", None
-            return FAIL, f"expected {expected}; {where} raised {type(e).__name__}: {e}", None
+                return Judgement(PASS, "")
+            return Judgement(FAIL, f"expected {expected}; {where} raised {type(e).__name__}: {e}")
         if isinstance(e, checker.failures):
-            return FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e), getattr(e, "blocks", None)
-        return ERROR, f"{where} raised {raised(e)}", None
+            return Judgement(FAIL, f"{where}: {e}" if len(case.calls) > 1 else str(e), getattr(e, "blocks", None))
+        return Judgement(ERROR, f"{where} raised {raised(e)}", None, traceback_of(e))
     if expected is not None:
-        return FAIL, f"expected {expected}, but {'it' if where == 'call' else 'the checks'} passed", None
-    return PASS, "", None
+        return Judgement(FAIL, f"expected {expected}, but {'it' if where == 'call' else 'the checks'} passed")
+    return Judgement(PASS, "")

@@ -41,7 +41,8 @@ class CaseRecord:
     estimate of its size and time, when it made one. ``blocks``: the file (in the run folder's
     ``blocks/``) holding the Jacobian blocks of a failed comparison, when they were kept.
     ``attempts``: with ``--reruns``, every run's outcome (``verdict``, ``seconds``, ``message``),
-    the first one first."""
+    the first one first. ``traceback``: where the check raised (an ``error``), the error's
+    traceback, bounded (its last lines); optional in JSON, as every field after ``tasks``."""
 
     case: CaseId
     verdict: Verdict
@@ -51,6 +52,7 @@ class CaseRecord:
     estimate: dict[str, Any] | None = field(default=None, compare=False)
     blocks: str | None = field(default=None, compare=False)
     attempts: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
+    traceback: str | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -74,6 +76,8 @@ class CaseRecord:
             record["blocks"] = self.blocks
         if self.attempts is not None:
             record["attempts"] = [dict(a) for a in self.attempts]
+        if self.traceback is not None:
+            record["traceback"] = self.traceback
         return record
 
     @cached_property
@@ -95,6 +99,7 @@ class CaseRecord:
             record.get("estimate"),
             record.get("blocks"),
             None if attempts is None else tuple(dict(a) for a in attempts),
+            record.get("traceback"),
         )
 
 
@@ -103,7 +108,7 @@ class RecordBatch:
     runner on a worker, the driver, a serial run) to the collector, the listeners (the run
     folder, the progress line) and the run's :class:`RecordList`. A single record is a batch of
     one. The columns are the records' fields (``keys``: their id texts; ``estimates``,
-    ``blocks``, ``attempts``: None when no record has one) and ``bodies``, each record's
+    ``blocks``, ``attempts``, ``tracebacks``: None when no record has one) and ``bodies``, each record's
     compact JSON text without its opening brace: the run folder writes a batch in one join of
     them, the JSON report a run in one. ``tally``: the batch's (check kind, verdict) counts;
     ``bad``: the positions of its bad records.
@@ -112,7 +117,7 @@ class RecordBatch:
     batch costs the driver a few lists to load, not an object per case); a :class:`CaseRecord`
     is made from them only when one is read (:meth:`record`), once."""
 
-    FIELDS = ("keys", "verdicts", "messages", "seconds", "tasks", "estimates", "blocks", "attempts")
+    FIELDS = ("keys", "verdicts", "messages", "seconds", "tasks", "estimates", "blocks", "attempts", "tracebacks")
     __slots__ = (*FIELDS, "_bodies", "tally", "bad", "_records")
 
     def __init__(self, records: Iterable[CaseRecord] = ()):
@@ -125,6 +130,7 @@ class RecordBatch:
         self.estimates = _optional([record.estimate for record in records])
         self.blocks = _optional([record.blocks for record in records])
         self.attempts = _optional([record.attempts for record in records])
+        self.tracebacks = _optional([record.traceback for record in records])
         self._bodies: list[str] | None = None  # made when first read (a report's records may never need them)
         self._records: list[CaseRecord | None] | None = records
         self._summarize()
@@ -191,7 +197,9 @@ def _load_batch(*columns: Any) -> RecordBatch:
     return batch
 
 
-def _record(case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, text: str) -> CaseRecord:
+def _record(
+    case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, traceback, text: str
+) -> CaseRecord:
     """A record of a batch, its fields set at once (a frozen dataclass's ``__init__`` sets each
     apart) and its JSON text the one made with it."""
     record = object.__new__(CaseRecord)
@@ -204,6 +212,7 @@ def _record(case: CaseId, verdict, message, seconds, tasks, estimate, blocks, at
         estimate=estimate,
         blocks=blocks,
         attempts=attempts,
+        traceback=traceback,
         json_text=text,  # what the cached property would make again
     )
     return record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -58,7 +59,7 @@ def run_folder(path, records_: list[CaseRecord] | None = None, *, report: bool =
             made = blocks(complex_=r.case.dtype == "complex128", seed=k)
             name = artifacts.file_name(r.id)
             store.write(name, artifacts.bounded(made))
-        kept.append(CaseRecord(r.case, r.verdict, r.message, r.seconds, r.tasks, r.estimate, name))
+        kept.append(dataclasses.replace(r, blocks=name))
     info = {"suite": "torch-opinfo", "mode": mode, "executor": "serial", "workers": 1, "command": ["distcheck", "run"]}
     with open(os.path.join(folder, "records.jsonl"), "w") as f:
         f.write(json.dumps({"$report_type": "RunStart", **info}) + "\n")
