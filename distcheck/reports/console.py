@@ -23,7 +23,7 @@ from distcheck.runner.result import RunResult
 
 BAR_WIDTH = 24
 MESSAGE_LINES = 6  # of each failure's message
-TRACEBACK_LINES = 6  # the last lines of an error's traceback
+TRACEBACK_SHOWN = 6  # lines of the end of an error's traceback
 SHOWN_FAILURES = 30
 SHOWN_SLOWEST = 10
 
@@ -124,7 +124,7 @@ def _traceback(record: CaseRecord) -> list[str]:
     if not record.traceback:
         return []
     lines = [line for line in record.traceback.splitlines() if line.strip(" ^~")]
-    end = lines[-TRACEBACK_LINES:]
+    end = lines[-TRACEBACK_SHOWN:]
     while len(end) > 1 and not end[0].startswith("  File "):
         end = end[1:]
     shown = f" (its end, of {len(record.traceback.splitlines())} lines in the record)" if end != lines else ""

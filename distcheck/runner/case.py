@@ -41,7 +41,7 @@ def prepare(suite: Suite) -> None:
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
     inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison;
-    ``traceback``: an error's, bounded (see :func:`~.judge.traceback_of`)."""
+    ``traceback``: an error's, bounded (see :func:`~.tracebacks.traceback_of`)."""
 
     verdict: Verdict
     message: str = ""
