@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass
 
 from distcheck.engines import get_engine
+from distcheck.executors import Executor
 from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
 from distcheck.runner import artifacts, probe
@@ -20,7 +21,6 @@ from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has
 from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
-from distcheck.suites.checkers import Checker
 
 _prepared: set[str] = set()
 
@@ -80,19 +80,24 @@ def build_checked(suite: Suite, case: CaseId, expected: str | None) -> tuple[Bui
 
 
 def run_case(
-    suite: Suite, case: CaseId, expected: str | None, budget: Budget, checker: Checker | None = None
+    suite: Suite,
+    case: CaseId,
+    expected: str | None,
+    budget: Budget,
+    executor: Executor | None = None,
+    vectorize: bool = True,
 ) -> Outcome | SplitRequest:
-    """Rebuild, verify, estimate and check one case on one intra-op thread. ``checker``:
-    distcheck's checks on the serial executor unless given (a split case's coordinator passes
-    its own)."""
+    """Rebuild, verify, estimate and check one case on one intra-op thread, with distcheck's
+    checks on ``executor`` (the serial executor unless given: a split case's coordinator passes
+    its own); ``vectorize``: the checks' ``vectorize=`` (the run's)."""
     hook = probe.hook()
     if hook is None:
-        return _run(suite, case, expected, budget, checker)
-    with hook.piece("case" if checker is None else "split case", str(case)) as piece:
-        return _run(suite, case, expected, budget, checker, piece)
+        return _run(suite, case, expected, budget, executor, vectorize)
+    with hook.piece("case" if executor is None else "split case", str(case)) as piece:
+        return _run(suite, case, expected, budget, executor, vectorize, piece)
 
 
-def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, checker, piece=None):
+def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, executor, vectorize: bool, piece=None):
     start = time.perf_counter()
     with get_engine(suite.engine).threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ops' deprecation warnings, from every worker: noise
@@ -113,8 +118,9 @@ def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, check
                 return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
             if decision == SPLIT:
                 return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
-        serial = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
-        verdict, message, blocks = judged(built, checker or distcheck_checker(serial))
+        if executor is None:
+            executor = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
+        verdict, message, blocks = judged(built, distcheck_checker(executor, vectorize))
         try:
             kept = None if blocks is None else artifacts.bounded(blocks)
         except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them
