@@ -60,6 +60,7 @@ def record_from_json(line: dict[str, Any]) -> CaseRecord:
         int(line.get("tasks", 0)),
         line.get("estimate"),
         line.get("blocks"),
+        batch_counts=line.get("batch_counts"),
     )
 
 

@@ -16,6 +16,7 @@ from distcheck.engines import get_engine
 from distcheck.executors import Executor
 from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
+from distcheck.reduce.counts import BatchCounts
 from distcheck.runner import artifacts, probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import distcheck_checker, judged, raised
@@ -39,7 +40,8 @@ def prepare(suite: Suite) -> None:
 @dataclass(frozen=True)
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
-    inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison."""
+    inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison;
+    ``counts``: what its slow-mode Jacobian comparisons were decided on (None: none counted)."""
 
     verdict: Verdict
     message: str = ""
@@ -47,6 +49,7 @@ class Outcome:
     fingerprint: str | None = None
     estimate: Estimate | None = None
     blocks: artifacts.CaseBlocks | None = None
+    counts: BatchCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,14 @@ def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, execu
                 return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
         if executor is None:
             executor = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
-        verdict, message, blocks = judged(built, distcheck_checker(executor, vectorize))
+        counts = BatchCounts()
+        verdict, message, blocks = judged(built, distcheck_checker(executor, vectorize, counts))
         try:
             kept = None if blocks is None else artifacts.bounded(blocks)
         except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them
             kept = None
-        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept)
+        seconds = time.perf_counter() - start
+        return Outcome(verdict, message, seconds, built.fingerprint, estimated, kept, counts or None)
 
 
 def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = False) -> CaseRecord:
@@ -140,7 +145,10 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = 
         )
     estimated = None if outcome.estimate is None else outcome.estimate.to_json()
     blocks = artifacts.file_name(info.key) if keep_blocks and outcome.blocks is not None else None
-    return CaseRecord(info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks)
+    counts = None if outcome.counts is None else outcome.counts.to_json()
+    return CaseRecord(
+        info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks, batch_counts=counts
+    )
 
 
 def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) -> tuple[CaseRecord, dict]:

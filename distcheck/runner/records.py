@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from distcheck.kinds import BAD_VERDICTS, Verdict
+from distcheck.reduce.counts import BatchCounts
 from distcheck.suites.base import CaseId, check_of
 
 PASS, FAIL, ERROR, SKIPPED, XFAIL, XPASS, TIMEOUT, FLAKY = (
@@ -41,7 +42,9 @@ class CaseRecord:
     estimate of its size and time, when it made one. ``blocks``: the file (in the run folder's
     ``blocks/``) holding the Jacobian blocks of a failed comparison, when they were kept.
     ``attempts``: with ``--reruns``, every run's outcome (``verdict``, ``seconds``, ``message``),
-    the first one first."""
+    the first one first. ``batch_counts``: what its checks' slow-mode Jacobian comparisons were
+    decided on (:meth:`BatchCounts.to_json <distcheck.reduce.counts.BatchCounts.to_json>`), where
+    they counted some."""
 
     case: CaseId
     verdict: Verdict
@@ -51,6 +54,7 @@ class CaseRecord:
     estimate: dict[str, Any] | None = field(default=None, compare=False)
     blocks: str | None = field(default=None, compare=False)
     attempts: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
+    batch_counts: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -74,6 +78,8 @@ class CaseRecord:
             record["blocks"] = self.blocks
         if self.attempts is not None:
             record["attempts"] = [dict(a) for a in self.attempts]
+        if self.batch_counts is not None:
+            record["batch_counts"] = self.batch_counts
         return record
 
     @cached_property
@@ -95,6 +101,7 @@ class CaseRecord:
             record.get("estimate"),
             record.get("blocks"),
             None if attempts is None else tuple(dict(a) for a in attempts),
+            record.get("batch_counts"),
         )
 
 
@@ -112,7 +119,7 @@ class RecordBatch:
     batch costs the driver a few lists to load, not an object per case); a :class:`CaseRecord`
     is made from them only when one is read (:meth:`record`), once."""
 
-    FIELDS = ("keys", "verdicts", "messages", "seconds", "tasks", "estimates", "blocks", "attempts")
+    FIELDS = ("keys", "verdicts", "messages", "seconds", "tasks", "estimates", "blocks", "attempts", "batch_counts")
     __slots__ = (*FIELDS, "_bodies", "tally", "bad", "_records")
 
     def __init__(self, records: Iterable[CaseRecord] = ()):
@@ -125,6 +132,7 @@ class RecordBatch:
         self.estimates = _optional([record.estimate for record in records])
         self.blocks = _optional([record.blocks for record in records])
         self.attempts = _optional([record.attempts for record in records])
+        self.batch_counts = _optional([record.batch_counts for record in records])
         self._bodies: list[str] | None = None  # made when first read (a report's records may never need them)
         self._records: list[CaseRecord | None] | None = records
         self._summarize()
@@ -191,7 +199,9 @@ def _load_batch(*columns: Any) -> RecordBatch:
     return batch
 
 
-def _record(case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, text: str) -> CaseRecord:
+def _record(
+    case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, counts, text: str
+) -> CaseRecord:
     """A record of a batch, its fields set at once (a frozen dataclass's ``__init__`` sets each
     apart) and its JSON text the one made with it."""
     record = object.__new__(CaseRecord)
@@ -204,6 +214,7 @@ def _record(case: CaseId, verdict, message, seconds, tasks, estimate, blocks, at
         estimate=estimate,
         blocks=blocks,
         attempts=attempts,
+        batch_counts=counts,
         json_text=text,  # what the cached property would make again
     )
     return record
@@ -286,6 +297,12 @@ class RecordList(Sequence[CaseRecord]):
             test = record.case if record.case.sample is None else dataclasses.replace(record.case, sample=None)
             (passed if record.verdict == XPASS else failed).add(test.text)
         return sorted(passed - failed)
+
+    def batch_counts(self) -> BatchCounts:
+        """The records' batch counts added up (from the batches' columns)."""
+        return BatchCounts.total(
+            None if (column := batch.batch_counts) is None else column[j] for batch, j in self._entries
+        )
 
     def having(self, verdicts: Collection[str]) -> list[CaseRecord]:
         """The records whose verdict is one of ``verdicts``, in order."""
