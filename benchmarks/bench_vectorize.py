@@ -89,24 +89,19 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-def checkers(counts: dict):
+def checkers(counts):
     """torch's checker, and distcheck's on this process with and without batching (the batched
-    one adds each check's counts to ``counts["current"]``)."""
-    import distcheck
+    one adds each check's counts to ``counts``), as a run's cases are judged."""
     from distcheck.executors.serial import SerialExecutor
-    from distcheck.runner.judge import Checker, torch_checker
+    from distcheck.runner.judge import distcheck_checker
+    from distcheck.suites.checkers import torch_checker
 
-    def ours(vectorize: bool) -> Checker:
-        def bound(check):
-            def call(*args, **kwargs):
-                extra = {"batch_counts": counts["current"]} if vectorize else {}
-                return check(*args, executor=SerialExecutor(), vectorize=vectorize, **extra, **kwargs)
-
-            return call
-
-        return Checker(bound(distcheck.gradcheck), bound(distcheck.gradgradcheck), (distcheck.GradcheckError,))
-
-    return {"torch": torch_checker(), "batched": ours(True), "exact": ours(False)}
+    serial = SerialExecutor()
+    return {
+        "torch": torch_checker(),
+        "batched": distcheck_checker(serial, True, counts),
+        "exact": distcheck_checker(serial, False),
+    }
 
 
 def timed(suite, info, checker, budget) -> tuple[str, float, bool]:
@@ -149,7 +144,7 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     suite, infos = cases(args)
-    counts = {"current": BatchCounts()}
+    counts = BatchCounts()
     chosen = checkers(counts)
     budget = Budget(default_max_jacobian_mb() * 2**20)
     per_op: dict = collections.defaultdict(
@@ -162,10 +157,11 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
         op = per_op[info.id.op]
         verdicts = {}
         for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
-            counts["current"] = op["counts"]
             verdicts[side], seconds, expected_failure = timed(suite, info, chosen[side], budget)
             op["seconds"][side] += seconds
             op["xfail"][side] += seconds if expected_failure else 0.0
+        op["counts"] += counts
+        counts.batched, counts.fallbacks = 0, collections.Counter()  # the next case's
         if len(set(verdicts.values())) > 1:
             differing.append((info.id, verdicts))
     return {"per_op": dict(per_op), "differing": differing, "cases": len(infos)}

@@ -104,6 +104,7 @@ BAD_INPUTS = [
     (["run", "--resume", "{tmp}/cut", "--ops", "add"], "--resume takes the suite, selection and options from the run"),
     (["run", "--resume", "{tmp}/cut", "--out", "{tmp}/x", "-k", "y"], "from the run folder: drop -k, --out"),
     (["run", "--resume", "{tmp}/cut", "--reruns", "2"], "drop --reruns"),
+    (["run", "--resume", "{tmp}/cut", "--no-vectorize"], "drop --no-vectorize"),
     ([*FAKE_RUN[:-1], "--policy", "fifo"], "unknown policy 'fifo' (known: default; or MODULE:CLASS)"),
     (
         [*FAKE_RUN[:-1], "--policy", "tests.nowhere:Lifo"],

@@ -82,6 +82,13 @@ def add_parser(commands) -> None:
         help="with --device cuda on Ray: the GPUs each runner and chunk task asks for (default 1; 0.25 packs "
         "four runners on a GPU)",
     )
+    run.add_argument(
+        "--no-vectorize",
+        dest="vectorize",
+        action="store_false",
+        help="slow mode: compute every Jacobian element by element, as torch (default: in batched blocks where "
+        "they pay, each decided as torch would; see docs/architecture.md)",
+    )
     run.add_argument("--json", metavar="FILE", help="also write a JSON report (summary and one record per case)")
     run.add_argument(
         "--durations",
@@ -201,6 +208,7 @@ def _plan(args: argparse.Namespace, command: list[str]):
         durations=load_durations(args.durations) if args.durations else None,
         policy=args.policy,
         gpus_per_runner=args.gpus_per_runner,
+        vectorize=args.vectorize,
     )
     return plan_new(loaded, args.suite, args.mode, selection(args), options, folder, command, suite_options(loaded))
 
@@ -231,7 +239,7 @@ def _check_conflicts(args: argparse.Namespace) -> None:
     if args.resume:
         taken = [name for name in _given(args) if name not in RESUME_KEEPS]
         if taken:
-            flags = ", ".join("--" + name.replace("_", "-") if name != "substring" else "-k" for name in taken)
+            flags = ", ".join(_flag(name) for name in taken)
             raise UsageError(f"--resume takes the suite, selection and options from the run folder: drop {flags}")
 
 
@@ -241,6 +249,11 @@ def _given(args: argparse.Namespace) -> list[str]:
     add_parser(top.add_subparsers(dest="command"))
     defaults = vars(top.parse_args(["run"]))
     return [name for name, value in vars(args).items() if value != defaults.get(name)]
+
+
+def _flag(name: str) -> str:
+    """The flag that sets option ``name`` (``-k``: ``substring``; ``--no-vectorize``: ``vectorize``)."""
+    return {"substring": "-k", "vectorize": "--no-vectorize"}.get(name, "--" + name.replace("_", "-"))
 
 
 class _FolderShown(Listener):

@@ -4,7 +4,9 @@ element (torch's loops), and why."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from distcheck.kinds import Fallback
 
@@ -32,3 +34,34 @@ class BatchCounts:
         self.batched += other.batched
         self.fallbacks.update(other.fallbacks)
         return self
+
+    def __bool__(self) -> bool:
+        """Whether any comparison was counted."""
+        return bool(self.batched or self.exact)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"batched": N, "fallbacks": {reason: M, ...}}``, the reasons most frequent first
+        (``fallbacks`` only where some comparison fell back)."""
+        counted: dict[str, Any] = {"batched": self.batched}
+        if self.exact:
+            counted["fallbacks"] = {str(reason): n for reason, n in self.fallbacks.most_common() if n}
+        return counted
+
+    @classmethod
+    def from_json(cls, counted: Mapping[str, Any]) -> BatchCounts:
+        """The counts :meth:`to_json` wrote (a reason this version does not know is kept as written)."""
+        return cls(int(counted.get("batched", 0)), collections.Counter(dict(counted.get("fallbacks", {}))))
+
+    @classmethod
+    def total(cls, counted: Iterable[Mapping[str, Any] | None]) -> BatchCounts:
+        """The sum of several checks' :meth:`to_json` (None: a check that counted nothing)."""
+        summed = cls()
+        for one in counted:
+            if one:
+                summed += cls.from_json(one)
+        return summed
+
+    def describe(self) -> str:
+        """One line: ``N batched, M element by element: small 12, slower 3``."""
+        reasons = ", ".join(f"{reason} {n}" for reason, n in self.fallbacks.most_common() if n)
+        return f"{self.batched} batched, {self.exact} element by element" + (f": {reasons}" if reasons else "")

@@ -188,6 +188,9 @@ def summary(
         lines.append("  ".join(cells))
     records = RecordList.of(result.records)  # read by columns: no record made but those shown
     lines += _disabled(result, records)
+    counts = records.batch_counts()
+    if counts:
+        lines.append(f"slow-mode comparisons: {counts.describe()}")
     slowest = records.slowest(SHOWN_SLOWEST)  # ties in run order
     if slowest:
         lines += ["", "Slowest cases:"]

@@ -64,6 +64,9 @@ def report_summary(
         from distcheck.suites.torch_opinfo.disabled import disabled_count
 
         summary["disabled"] = disabled_count(RecordList.of(result.records))  # skipped as PyTorch's disabled tests
+    counts = RecordList.of(result.records).batch_counts()
+    if counts:  # slow mode, batching on: the Jacobian comparisons decided batched, and those not by reason
+        summary["batch_counts"] = counts.to_json()
     if result.device != "cpu":  # a CPU run's summary is as it always was
         summary["device"] = result.device
     if result.placement is not None:

@@ -62,6 +62,7 @@ def record_from_json(line: dict[str, Any]) -> CaseRecord:
         line.get("estimate"),
         line.get("blocks"),
         traceback=line.get("traceback"),
+        batch_counts=line.get("batch_counts"),
     )
 
 

@@ -13,15 +13,16 @@ import warnings
 from dataclasses import dataclass
 
 from distcheck.engines import get_engine
+from distcheck.executors import Executor
 from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
+from distcheck.reduce.counts import BatchCounts
 from distcheck.runner import artifacts, probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.runner.tracebacks import traceback_of
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
-from distcheck.suites.checkers import Checker
 
 _prepared: set[str] = set()
 
@@ -41,7 +42,8 @@ def prepare(suite: Suite) -> None:
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
     inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison;
-    ``traceback``: an error's, bounded (see :func:`~.tracebacks.traceback_of`)."""
+    ``traceback``: an error's, bounded (see :func:`~.tracebacks.traceback_of`); ``counts``: what
+    its slow-mode Jacobian comparisons were decided on (None: none counted)."""
 
     verdict: Verdict
     message: str = ""
@@ -50,6 +52,7 @@ class Outcome:
     estimate: Estimate | None = None
     blocks: artifacts.CaseBlocks | None = None
     traceback: str | None = None
+    counts: BatchCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -83,19 +86,24 @@ def build_checked(suite: Suite, case: CaseId, expected: str | None) -> tuple[Bui
 
 
 def run_case(
-    suite: Suite, case: CaseId, expected: str | None, budget: Budget, checker: Checker | None = None
+    suite: Suite,
+    case: CaseId,
+    expected: str | None,
+    budget: Budget,
+    executor: Executor | None = None,
+    vectorize: bool = True,
 ) -> Outcome | SplitRequest:
-    """Rebuild, verify, estimate and check one case on one intra-op thread. ``checker``:
-    distcheck's checks on the serial executor unless given (a split case's coordinator passes
-    its own)."""
+    """Rebuild, verify, estimate and check one case on one intra-op thread, with distcheck's
+    checks on ``executor`` (the serial executor unless given: a split case's coordinator passes
+    its own); ``vectorize``: the checks' ``vectorize=`` (the run's)."""
     hook = probe.hook()
     if hook is None:
-        return _run(suite, case, expected, budget, checker)
-    with hook.piece("case" if checker is None else "split case", str(case)) as piece:
-        return _run(suite, case, expected, budget, checker, piece)
+        return _run(suite, case, expected, budget, executor, vectorize)
+    with hook.piece("case" if executor is None else "split case", str(case)) as piece:
+        return _run(suite, case, expected, budget, executor, vectorize, piece)
 
 
-def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, checker, piece=None):
+def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, executor, vectorize: bool, piece=None):
     start = time.perf_counter()
     with get_engine(suite.engine).threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ops' deprecation warnings, from every worker: noise
@@ -116,13 +124,16 @@ def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, check
                 return Outcome(SKIPPED, reason, time.perf_counter() - start, built.fingerprint, estimated)
             if decision == SPLIT:
                 return SplitRequest(reason, time.perf_counter() - start, built.fingerprint, estimated)
-        serial = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
-        verdict, message, blocks, traceback = judged(built, checker or distcheck_checker(serial))
+        if executor is None:
+            executor = SerialExecutor(block_bytes=budget.block_budget)  # no Jacobians joined over the budget
+        counts = BatchCounts()
+        verdict, message, blocks, traceback = judged(built, distcheck_checker(executor, vectorize, counts))
         try:
             kept = None if blocks is None else artifacts.bounded(blocks)
         except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them
             kept = None
-        return Outcome(verdict, message, time.perf_counter() - start, built.fingerprint, estimated, kept, traceback)
+        seconds = time.perf_counter() - start
+        return Outcome(verdict, message, seconds, built.fingerprint, estimated, kept, traceback, counts or None)
 
 
 def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = False) -> CaseRecord:
@@ -137,8 +148,17 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = 
         )
     estimated = None if outcome.estimate is None else outcome.estimate.to_json()
     blocks = artifacts.file_name(info.key) if keep_blocks and outcome.blocks is not None else None
+    counts = None if outcome.counts is None else outcome.counts.to_json()
     return CaseRecord(
-        info.id, outcome.verdict, outcome.message, outcome.seconds, tasks, estimated, blocks, None, outcome.traceback
+        info.id,
+        outcome.verdict,
+        outcome.message,
+        outcome.seconds,
+        tasks,
+        estimated,
+        blocks,
+        traceback=outcome.traceback,
+        batch_counts=counts,
     )
 
 

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from distcheck import check
 from distcheck.errors import GradcheckError
 from distcheck.executors import Executor
+from distcheck.reduce.counts import BatchCounts
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.gpus import is_out_of_memory, out_of_memory
 from distcheck.runner.records import ERROR, FAIL, PASS, XFAIL, XPASS
@@ -41,11 +42,14 @@ class Judgement(NamedTuple):
     traceback: str | None = None
 
 
-def distcheck_checker(executor: Executor) -> Checker:
-    """distcheck's checks (:mod:`distcheck.check`), running their units on ``executor``."""
+def distcheck_checker(executor: Executor, vectorize: bool = True, counts: BatchCounts | None = None) -> Checker:
+    """distcheck's checks (:mod:`distcheck.check`), running their units on ``executor``;
+    ``vectorize``: the checks' ``vectorize=``; ``counts`` gets what their slow-mode Jacobian
+    comparisons were decided on (their ``batch_counts=``)."""
+    options = {"executor": executor, "vectorize": vectorize, "batch_counts": counts}
     return Checker(
-        functools.partial(check.gradcheck, executor=executor),
-        functools.partial(check.gradgradcheck, executor=executor),
+        functools.partial(check.gradcheck, **options),
+        functools.partial(check.gradgradcheck, **options),
         (GradcheckError,),
     )
 

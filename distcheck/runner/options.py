@@ -33,7 +33,9 @@ class RunOptions:
     :mod:`.reruns`); ``gpus_per_runner``: on Ray, the GPUs each runner (and each chunk of a split
     case) asks for when the suite's device is a GPU (0.25: four runners share a GPU; see
     :mod:`.gpus`); ``block_mb``: the most Jacobian megabytes one process holds for a comparison
-    (None: ``$DISTCHECK_BLOCK_MB`` where the case runs, else 64)."""
+    (None: ``$DISTCHECK_BLOCK_MB`` where the case runs, else 64); ``vectorize``: the checks
+    batch their slow-mode Jacobians where it pays (the checks' ``vectorize=``; False: element by
+    element, as torch)."""
 
     serial: bool = False
     address: str | None = None
@@ -48,6 +50,7 @@ class RunOptions:
     reruns: int = 0
     gpus_per_runner: float = 1.0
     block_mb: float | None = None
+    vectorize: bool = True
 
     def __post_init__(self) -> None:
         for name in ("timeout", "max_jacobian_mb", "max_cases", "batch_size", "reruns", "block_mb"):
@@ -101,6 +104,10 @@ class RunConfig:
     @property
     def timeout(self) -> float | None:
         return self.options.timeout
+
+    @property
+    def vectorize(self) -> bool:
+        return self.options.vectorize
 
     @cached_property
     def budget(self) -> Budget:

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from distcheck.kinds import BAD_VERDICTS, Verdict
+from distcheck.reduce.counts import BatchCounts
 from distcheck.suites.base import CaseId, check_of
 
 PASS, FAIL, ERROR, SKIPPED, XFAIL, XPASS, TIMEOUT, FLAKY = (
@@ -42,7 +43,10 @@ class CaseRecord:
     ``blocks/``) holding the Jacobian blocks of a failed comparison, when they were kept.
     ``attempts``: with ``--reruns``, every run's outcome (``verdict``, ``seconds``, ``message``),
     the first one first. ``traceback``: where the check raised (an ``error``), the error's
-    traceback, bounded (its last lines); optional in JSON, as every field after ``tasks``."""
+    traceback, bounded (its last lines); optional in JSON, as every field after ``tasks``.
+    ``batch_counts``: what its checks' slow-mode Jacobian comparisons were decided on
+    (:meth:`BatchCounts.to_json <distcheck.reduce.counts.BatchCounts.to_json>`), where they
+    counted some."""
 
     case: CaseId
     verdict: Verdict
@@ -53,6 +57,7 @@ class CaseRecord:
     blocks: str | None = field(default=None, compare=False)
     attempts: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
     traceback: str | None = field(default=None, compare=False)
+    batch_counts: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -78,6 +83,8 @@ class CaseRecord:
             record["attempts"] = [dict(a) for a in self.attempts]
         if self.traceback is not None:
             record["traceback"] = self.traceback
+        if self.batch_counts is not None:
+            record["batch_counts"] = self.batch_counts
         return record
 
     @cached_property
@@ -100,6 +107,7 @@ class CaseRecord:
             record.get("blocks"),
             None if attempts is None else tuple(dict(a) for a in attempts),
             record.get("traceback"),
+            record.get("batch_counts"),
         )
 
 
@@ -117,7 +125,18 @@ class RecordBatch:
     batch costs the driver a few lists to load, not an object per case); a :class:`CaseRecord`
     is made from them only when one is read (:meth:`record`), once."""
 
-    FIELDS = ("keys", "verdicts", "messages", "seconds", "tasks", "estimates", "blocks", "attempts", "tracebacks")
+    FIELDS = (
+        "keys",
+        "verdicts",
+        "messages",
+        "seconds",
+        "tasks",
+        "estimates",
+        "blocks",
+        "attempts",
+        "tracebacks",
+        "batch_counts",
+    )
     __slots__ = (*FIELDS, "_bodies", "tally", "bad", "_records")
 
     def __init__(self, records: Iterable[CaseRecord] = ()):
@@ -131,6 +150,7 @@ class RecordBatch:
         self.blocks = _optional([record.blocks for record in records])
         self.attempts = _optional([record.attempts for record in records])
         self.tracebacks = _optional([record.traceback for record in records])
+        self.batch_counts = _optional([record.batch_counts for record in records])
         self._bodies: list[str] | None = None  # made when first read (a report's records may never need them)
         self._records: list[CaseRecord | None] | None = records
         self._summarize()
@@ -198,7 +218,7 @@ def _load_batch(*columns: Any) -> RecordBatch:
 
 
 def _record(
-    case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, traceback, text: str
+    case: CaseId, verdict, message, seconds, tasks, estimate, blocks, attempts, traceback, counts, text: str
 ) -> CaseRecord:
     """A record of a batch, its fields set at once (a frozen dataclass's ``__init__`` sets each
     apart) and its JSON text the one made with it."""
@@ -213,6 +233,7 @@ def _record(
         blocks=blocks,
         attempts=attempts,
         traceback=traceback,
+        batch_counts=counts,
         json_text=text,  # what the cached property would make again
     )
     return record
@@ -295,6 +316,12 @@ class RecordList(Sequence[CaseRecord]):
             test = record.case if record.case.sample is None else dataclasses.replace(record.case, sample=None)
             (passed if record.verdict == XPASS else failed).add(test.text)
         return sorted(passed - failed)
+
+    def batch_counts(self) -> BatchCounts:
+        """The records' batch counts added up (from the batches' columns)."""
+        return BatchCounts.total(
+            None if (column := batch.batch_counts) is None else column[j] for batch, j in self._entries
+        )
 
     def having(self, verdicts: Collection[str]) -> list[CaseRecord]:
         """The records whose verdict is one of ``verdicts``, in order."""

@@ -78,7 +78,7 @@ class SerialDispatcher:
         start = time.perf_counter()
         try:
             with alarm(config.timeout):
-                outcome = run_case(config.suite, info.id, info.fingerprint, config.budget)
+                outcome = run_case(config.suite, info.id, info.fingerprint, config.budget, vectorize=config.vectorize)
         except CaseTimeout:
             sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start, tasks=1)]))
             return

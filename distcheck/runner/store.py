@@ -49,6 +49,7 @@ RECORDED_OPTIONS = (
     "batch_size",
     "reruns",
     "gpus_per_runner",
+    "vectorize",
 )
 
 

@@ -109,7 +109,7 @@ def _reports(take: Callable, put: Callable | None, config: RunConfig, report_eve
             cases = [listing[k] for k in head]
         done = _Done(item.id, config.keeps_blocks)
         for k, case in enumerate(cases):
-            outcome = run_case(config.suite, case.id, case.fingerprint, config.budget)
+            outcome = run_case(config.suite, case.id, case.fingerprint, config.budget, vectorize=config.vectorize)
             done.add(k, case, outcome)
             # a case to split goes out at once: its coordinator starts on the driver's word, and
             # this runner's next item may take long

@@ -21,7 +21,6 @@ from distcheck.plan.comparisons import BlockJob, JobOutcome
 from distcheck.plan.units import Unit, UnitResult
 from distcheck.runner import probe
 from distcheck.runner.case import prepare, recorded, run_case
-from distcheck.runner.judge import distcheck_checker
 from distcheck.runner.messages import Begun, Decided
 from distcheck.runner.split.chunks import Chunk
 from distcheck.suites.base import CaseInfo, Suite
@@ -190,7 +189,7 @@ class Coordinator:
         self.inbox.begin(split)
         tasks = QueueTasks(queue, self.inbox)
         executor = RayExecutor(share=share, tasks=tasks, gpus=config.gpus_per_runner, block_bytes=budget.block_bytes)
-        outcome = run_case(config.suite, case.id, case.fingerprint, budget, distcheck_checker(executor))
+        outcome = run_case(config.suite, case.id, case.fingerprint, budget, executor, config.vectorize)
         yield Decided(*recorded(case, outcome, tasks.count, config.keeps_blocks))
 
 
