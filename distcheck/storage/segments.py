@@ -34,7 +34,7 @@ DEFAULT_SECONDS, DEFAULT_RECORDS = 5.0, 10_000
 
 @dataclass(frozen=True)
 class Line:
-    """A line of a run's records: where it is (file and line number), its text, and whether
+    """A line of a run's records: where it is (its file in the folder, its line number), its text, and whether
     it may have been cut short (the last line of an appended file: a driver killed while
     writing it)."""
 
@@ -60,11 +60,10 @@ def has_records(folder: str) -> bool:
 
 def read_lines(folder: str) -> Iterator[Line]:
     """The non-blank lines of the records in ``folder``: ``records.jsonl``'s, then each part's."""
-    appended = location.join(folder, RECORDS)
-    sources = [(appended, True)] if location.exists(appended) else []
-    sources += [(location.join(folder, PARTS, part_name(n)), False) for n in part_numbers(folder)]
+    sources = [(RECORDS, True)] if location.exists(location.join(folder, RECORDS)) else []
+    sources += [(f"{PARTS}/{part_name(n)}", False) for n in part_numbers(folder)]
     for where, is_appended in sources:
-        lines = location.read_text(where).splitlines()
+        lines = location.read_text(location.join(folder, *where.split("/"))).splitlines()
         last = len(lines) - 1
         for k, text in enumerate(lines):
             if text.strip():
