@@ -39,14 +39,14 @@ def naps(monkeypatch):
     monkeypatch.setenv("DISTCHECK_SEGMENT_SECONDS", "0.2")
 
 
-def driver(*args: str) -> subprocess.Popen:
+def driver(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``distcheck ARGS`` as a process of its own session (to be killed), with the test suites;
     its naps sleep ``NAP`` seconds."""
     command = [sys.executable, "-m", "tests.runner.fake_cli", *args]
     return subprocess.Popen(
         command,
         cwd=REPO,
-        env={**os.environ, "FAKE_NAP": str(NAP)},
+        env={**os.environ, "FAKE_NAP": str(NAP), **(env or {})},
         start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -150,3 +150,21 @@ def test_a_driver_killed_mid_run_resumes_from_the_url_with_the_undisturbed_verdi
     assert main(["report", url, "--junit", f"{s3.url}/runs/killed.junit.xml"]) == 0
     assert s3.objects()["runs/killed.junit.xml"].count(b"<testcase") == len(undisturbed)
     no_credentials(s3)
+
+
+def test_a_driver_stopped_by_sigterm_writes_the_part_still_waiting(s3):
+    url = f"{s3.url}/runs/stopped"
+    stopped = driver("run", "--suite", "naps", "--serial", "--out", url, env={"DISTCHECK_SEGMENT_SECONDS": "3600"})
+    try:
+        for line in stopped.stderr:  # cases are done, their part not due for an hour
+            if line.startswith("progress:"):
+                break
+        stopped.send_signal(signal.SIGTERM)
+        stopped.communicate(timeout=60)
+    finally:
+        kill_session(stopped.pid)
+    assert stopped.returncode == 128 + signal.SIGTERM
+    kinds = [line["$report_type"] for line in lines(url)]
+    assert part_numbers(url) == [1] and kinds[0] == "RunStart" and kinds[-1] == "RunFinish"
+    summary = report(url)["summary"]
+    assert not summary["complete"] and 1 <= summary["cases"] == len(case_ids(url))  # none lost
