@@ -124,7 +124,7 @@ def add_parser(commands) -> None:
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
-    from distcheck.reports.load import LoadedRun, run_start
+    from distcheck.reports.load import LoadedRun
     from distcheck.runner.artifacts import BlockStore
     from distcheck.runner.protocols import Listeners
     from distcheck.runner.run import run_suite
@@ -152,7 +152,7 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
         result.interrupted = stopper.name
         origin = _origin(plan)
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
-        start = run_start(str(plan.folder))
+        start = plan.start  # when it started, with what versions: known, not read back from the store
         info = json_report.report_summary(result, plan.command, resume, start, origin)
         loaded = LoadedRun(str(plan.folder), info, result.records, str(plan.folder))
         known = of_run(args, loaded)  # --history: the run added, its failures marked
