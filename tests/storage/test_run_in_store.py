@@ -168,3 +168,12 @@ def test_a_driver_stopped_by_sigterm_writes_the_part_still_waiting(s3):
     assert part_numbers(url) == [1] and kinds[0] == "RunStart" and kinds[-1] == "RunFinish"
     summary = report(url)["summary"]
     assert not summary["complete"] and 1 <= summary["cases"] == len(case_ids(url))  # none lost
+
+
+def test_a_file_url_is_a_local_run_folder(tmp_path, capsys):
+    url = f"file://{tmp_path}/run"
+    assert main(["run", "--suite", "naps", "--serial", "--ops", "nap0", "--out", url]) == 0
+    assert (tmp_path / "run" / "records.jsonl").is_file() and (tmp_path / "run" / "report.json").is_file()
+    capsys.readouterr()
+    again = one_line_error(["run", "--resume", url], capsys)
+    assert f"cannot resume {tmp_path}/run: the run is finished" in again
