@@ -19,7 +19,7 @@ CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's head (a firewalled host n
 def check_writable(path: str | os.PathLike, what: str) -> None:
     """UsageError unless a file can be written at ``path`` (a local path, or a store's URL)."""
     if location.is_url(os.fspath(path)):
-        location.check_folder_writable(os.fspath(path).rsplit("/", 1)[0], what)
+        location.check_folder_writable(os.fspath(path).rsplit("/", 1)[0], what, os.fspath(path))
         return
     path = Path(location.local_path(path))
     parent = path.parent

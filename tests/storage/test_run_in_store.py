@@ -177,3 +177,20 @@ def test_a_file_url_is_a_local_run_folder(tmp_path, capsys):
     capsys.readouterr()
     again = one_line_error(["run", "--resume", url], capsys)
     assert f"cannot resume {tmp_path}/run: the run is finished" in again
+
+
+def test_bad_urls_are_one_line_each_naming_what_was_given(s3, capsys):
+    run = ["run", "--suite", "naps", "--serial"]
+    with_keys = one_line_error([*run, "--out", "s3://AKIDEXAMPLE:hush@bucket/x"], capsys)
+    assert "credentials would be written" in with_keys and "hush" not in with_keys  # nor into a log
+    json_report = one_line_error([*run, "--json", "s3://no-such-bucket-here/r.json"], capsys)
+    assert "cannot write the JSON report to s3://no-such-bucket-here/r.json: The specified bucket does not exist" in (
+        json_report
+    )
+    durations = one_line_error([*run, "--durations", f"{s3.url}/nope.json"], capsys)
+    assert f"--durations: cannot read {s3.url}/nope.json: no such file or object" in durations
+    assert "Protocol not known: nosuchstore" in one_line_error([*run, "--out", "nosuchstore://x/run"], capsys)
+    assert f"cannot resume {s3.url}/missing: no such folder" in one_line_error(
+        ["run", "--resume", f"{s3.url}/missing"], capsys
+    )
+    assert s3.objects() == {}
