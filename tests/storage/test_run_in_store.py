@@ -19,6 +19,7 @@ import s3fs
 import distcheck.suites
 from distcheck.cli import main
 from distcheck.runner import RunOptions, run_suite
+from distcheck.runner.durations import load_durations
 from distcheck.storage import location
 from distcheck.storage.segments import part_numbers, read_lines
 from distcheck.suites import Selection
@@ -90,6 +91,7 @@ def test_a_run_in_the_store_writes_parts_a_report_and_blocks(s3):
     assert location.read_text(f"{s3.url}/runs/naps.json") == location.read_text(f"{url}/report.json")
     failed = [c for c in report(url)["cases"] if c.get("blocks")]
     assert failed and all(location.exists(f"{url}/blocks/{c['blocks']}") for c in failed)
+    assert len(load_durations(url)) == summary["cases"]  # the next run's --durations, from the store
     no_credentials(s3)  # the server's credentials were in the driver's environment
 
 
