@@ -97,21 +97,16 @@ def local_s3():
 
 
 def sustained(lines: list[str], folder: str) -> tuple[float, float]:
-    """Records a second written to ``folder`` (local: records.jsonl appended as a run does;
-    URL: segments) until all are there, and this process's CPU µs per record."""
-    from distcheck.storage import location
-    from distcheck.storage.segments import SegmentWriter
+    """Records a second written to ``folder`` through the writer a run uses (local:
+    records.jsonl appended; URL: segments) until all are there, and this process's CPU µs per
+    record."""
+    from distcheck.storage.segments import open_records
 
     wall, cpu = time.perf_counter(), time.process_time()
-    if location.is_url(folder):
-        writer = SegmentWriter(folder)
-        for line in lines:
-            writer.write(line)
-        writer.close()
-    else:
-        with open(os.path.join(folder, "records.jsonl"), "a", buffering=1) as f:
-            for line in lines:
-                f.write(line + "\n")
+    writer = open_records(folder)
+    for line in lines:
+        writer.write(line)
+    writer.close()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return len(lines) / wall, cpu / len(lines) * 1e6
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
@@ -108,13 +107,15 @@ def add_parser(commands) -> None:
     run.add_argument(
         "--out",
         metavar="DIR",
-        help="the run folder: its options, every case record as it arrives (records.jsonl) and at the end "
-        "report.json (default: a new folder under runs/, named by suite, mode and UTC time)",
+        help="the run folder, a path or an object store's URL (s3://bucket/runs/x): its options, every case record "
+        "as it arrives (records.jsonl; in a store, a part records/part-N.jsonl every $DISTCHECK_SEGMENT_SECONDS, "
+        "default 5) and at the end report.json (default: a new folder under runs/, named by suite, mode and UTC time)",
     )
     run.add_argument(
         "--resume",
         metavar="DIR",
-        help="finish the interrupted run in DIR: same suite, selection and options; recorded cases are not run again",
+        help="finish the interrupted run in DIR (a path or URL): same suite, selection and options; recorded cases "
+        "are not run again",
     )
     run.add_argument(
         "--reruns",
@@ -130,19 +131,20 @@ def add_parser(commands) -> None:
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.reports import console, json_report
-    from distcheck.reports.load import LoadedRun, run_start
+    from distcheck.reports.load import LoadedRun
     from distcheck.runner.artifacts import BlockStore
     from distcheck.runner.protocols import Listeners
     from distcheck.runner.run import run_suite
     from distcheck.runner.signals import StopOnSignal
     from distcheck.runner.store import REPORT
+    from distcheck.storage import location
 
     plan = _plan(args, ["distcheck", *argv])
     _check_local_device(plan)
     with StopOnSignal(plan.options.serial) as stopper:
         try:
             listener = Listeners(plan.writer, _FolderShown(plan.folder), console.ConsoleProgress(), stopper)
-            blocks = BlockStore(os.path.join(plan.folder, "blocks"))  # the run keeps its failure blocks
+            blocks = BlockStore(location.join(plan.folder, "blocks"))  # the run keeps its failure blocks
             result = run_suite(
                 plan.suite,
                 plan.selection,
@@ -157,13 +159,13 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
         result.interrupted = stopper.name
         origin = _origin(plan)
         resume = ["distcheck", "run", "--resume", str(plan.folder)]
-        start = run_start(str(plan.folder))
+        start = plan.start  # when it started, with what versions: known, not read back from the store
         info = json_report.report_summary(result, plan.command, resume, start, origin)
         loaded = LoadedRun(str(plan.folder), info, result.records, str(plan.folder))
         known = of_run(args, loaded)  # --history: the run added, its failures marked
         marks = known and known.marks(result.records)
         print(console.summary(result, args.strict_flaky, plan.folder, marks, spec_of(plan.suite)))
-        reports = [str(plan.folder / REPORT), *([args.json] if args.json else [])]
+        reports = [location.join(plan.folder, REPORT), *([args.json] if args.json else [])]
         json_report.write(result, reports, plan.command, resume, start, origin)  # the text made once
         if args.json:
             print(f"JSON report: {args.json}")
@@ -260,7 +262,7 @@ class _FolderShown(Listener):
     """Says where the run is recorded once the folder is there (the run folder's writer, told
     before it, makes it when the run starts)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: str | Path):
         self.folder = folder
 
     def started(self, result) -> None:

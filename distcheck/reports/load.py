@@ -100,7 +100,7 @@ def _record_lines(folder: str) -> LoadedRun:
         except json.JSONDecodeError:
             if line.may_be_cut:
                 break  # the last line of an interrupted run, half written
-            raise LoadError(f"{line.where}:{line.number} is not JSON") from None
+            raise LoadError(f"{location.join(folder, line.where)}:{line.number} is not JSON") from None
         kind = data.pop("$report_type", None)
         if kind == "CaseRecord":
             items[str(data.get("id"))] = data

@@ -4,21 +4,22 @@ A case keeps the blocks a failure compared (``error.blocks``, see
 :mod:`distcheck.reduce.failure_blocks`), bounded to :data:`MAX_BYTES` — a window around the
 worst element of a larger block — where it runs; its record names their file, and they go with
 it to the driver, which writes them to the run's :class:`BlockStore` (the run folder's
-``blocks/``): a run with 16,000 failures never holds their blocks in memory. A run without a
-store keeps none.
+``blocks/``, a local folder or a prefix in an object store): a run with 16,000 failures never
+holds their blocks in memory. A run without a store keeps none.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
+import io
 import re
 
 import numpy as np
 
 from distcheck.numerics.compare import worst_element
 from distcheck.reduce.failure_blocks import MAX_WINDOW_BYTES, FailureBlocks, WindowedBlocks, window_of
+from distcheck.storage import location
 
 MAX_BYTES = MAX_WINDOW_BYTES  # both blocks of a case together
 
@@ -94,18 +95,21 @@ def file_name(case_id: str) -> str:
     return f"{safe}-{hashlib.sha256(case_id.encode()).hexdigest()[:8]}.npz"
 
 
-def load(path: str) -> CaseBlocks:
-    with np.load(path, allow_pickle=False) as arrays:
+def load(path) -> CaseBlocks:
+    """The blocks in the file or object at ``path`` (a path or URL), or in an open binary file."""
+    source = io.BytesIO(location.read_bytes(path)) if isinstance(path, str) else path
+    with np.load(source, allow_pickle=False) as arrays:
         return CaseBlocks.from_arrays(arrays)
 
 
 @dataclasses.dataclass(frozen=True)
 class BlockStore:
-    """Where a run keeps its cases' failure blocks: ``folder`` (made with the first blocks),
-    one file per case (:func:`file_name`)."""
+    """Where a run keeps its cases' failure blocks: ``folder`` (a path, made with the first
+    blocks, or a store's URL), one file per case (:func:`file_name`), each written whole."""
 
     folder: str
 
     def write(self, name: str, blocks: CaseBlocks) -> None:
-        os.makedirs(self.folder, exist_ok=True)
-        np.savez_compressed(os.path.join(self.folder, name), **blocks.arrays())
+        data = io.BytesIO()
+        np.savez_compressed(data, **blocks.arrays())
+        location.write_bytes(location.join(self.folder, name), data.getvalue())

@@ -5,10 +5,11 @@ worker that lists a group gets the durations of that group only.
 
 from __future__ import annotations
 
-import os
+import json
 from collections.abc import Mapping
 
-from distcheck.suites.base import CaseId, GroupInfo, UsageError, read_json
+from distcheck.storage import location
+from distcheck.suites.base import CaseId, GroupInfo, UsageError
 
 
 class Durations:
@@ -43,13 +44,22 @@ class Durations:
         return {key: value for group_seconds in self._groups.values() for key, value in group_seconds.items()}
 
 
+def _json(path: str):
+    try:
+        return json.loads(location.read_text(path))
+    except location.StoreError as e:
+        raise UsageError(f"--durations: {e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--durations: {path} is not JSON ({e.msg}, line {e.lineno})") from None
+
+
 def load_durations(path: str) -> Durations:
     """Durations from a JSON report (``{"cases": [{"id", "seconds"}, ...]}``), a run folder holding
-    ``report.json``, or a JSON object ``{case id: seconds}``. Raises :class:`UsageError` (one
-    line) for anything else."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "report.json")
-    data = read_json(path, "--durations: ")
+    ``report.json``, or a JSON object ``{case id: seconds}``, each a path or a store's URL.
+    Raises :class:`UsageError` (one line) for anything else."""
+    if location.is_folder(path):
+        path = location.join(path, "report.json")
+    data = _json(path)
     if isinstance(data, dict) and isinstance(data.get("cases"), list):
         seconds = {c["id"]: c["seconds"] for c in data["cases"] if isinstance(c, dict) and "id" in c and "seconds" in c}
     elif isinstance(data, dict) and all(isinstance(v, (int, float)) for v in data.values()):

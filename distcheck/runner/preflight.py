@@ -1,5 +1,7 @@
 """Checks made before any case runs, so that a bad output path or cluster address fails at
-once with one line, instead of after an hour of verdicts that then cannot be written."""
+once with one line, instead of after an hour of verdicts that then cannot be written. A place
+in an object store (a URL) is checked by writing an object there and removing it: a missing
+bucket, missing credentials or a store out of reach fail here, before Ray starts."""
 
 from __future__ import annotations
 
@@ -8,14 +10,18 @@ import socket
 import tempfile
 from pathlib import Path
 
+from distcheck.storage import location
 from distcheck.suites.base import UsageError
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's head (a firewalled host never answers)
 
 
 def check_writable(path: str | os.PathLike, what: str) -> None:
-    """UsageError unless a file can be written at ``path``."""
-    path = Path(path)
+    """UsageError unless a file can be written at ``path`` (a local path, or a store's URL)."""
+    if location.is_url(os.fspath(path)):
+        location.check_folder_writable(os.fspath(path).rsplit("/", 1)[0], what, os.fspath(path))
+        return
+    path = Path(location.local_path(path))
     parent = path.parent
     if path.is_dir():
         raise UsageError(f"cannot write the {what} to {path}: it is a folder")
@@ -30,8 +36,11 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
 
 def check_creatable(folder: str | os.PathLike, what: str) -> None:
     """UsageError unless the folder ``folder`` exists or can be made (its first existing
-    ancestor is a folder that takes new folders)."""
-    folder = Path(folder)
+    ancestor is a folder that takes new folders); in a store (a URL), unless it takes objects."""
+    if location.is_url(os.fspath(folder)):
+        location.check_folder_writable(os.fspath(folder).rstrip("/"), what)
+        return
+    folder = Path(location.local_path(folder))
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

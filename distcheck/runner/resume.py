@@ -25,10 +25,11 @@ class RunPlan:
     suite: Suite
     selection: Selection
     options: RunOptions
-    folder: Path
+    folder: str | Path  # a local path, or a store's URL
     writer: RunWriter
     recorded: list[CaseRecord]  # the cases already recorded (a resumed run does not run them again)
     command: list[str]  # the command that started the run
+    start: dict[str, Any]  # the run's RunStart line (a resumed run's as recorded)
 
 
 def plan_new(
@@ -49,7 +50,7 @@ def plan_new(
     _check_where(device, options)
     folder = check_new_folder(out or default_folder(spec, mode))
     start = run_start(spec, mode, selection, options, command, (suite.engine,), device, suite_options)
-    return RunPlan(suite, selection, options, folder, RunWriter(folder, start), [], command)
+    return RunPlan(suite, selection, options, folder, RunWriter(folder, start), [], command, start)
 
 
 def plan_resume(
@@ -58,7 +59,7 @@ def plan_resume(
     address: str | None,
     adapt: Callable[[Suite, Mapping[str, Any]], Suite] | None = None,
 ) -> RunPlan:
-    """The interrupted run in ``folder``, to be finished: its suite, selection and options as
+    """The interrupted run in ``folder`` (a path or URL), to be finished: its suite, selection and options as
     recorded; it runs in this process (``serial``), on the cluster at ``address``, or, given
     neither, where it ran. ``adapt`` makes the suite to run of the one found by name and the
     run's recorded ``suite_options`` (``{}`` if none), or refuses it (raising), before anything
@@ -74,7 +75,7 @@ def plan_resume(
     options = log.options(serial=serial, address=address)
     _check_where(getattr(suite, "device", "cpu"), options)
     writer = RunWriter(log.folder, None, {r.id for r in log.records})
-    return RunPlan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"])
+    return RunPlan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"], log.start)
 
 
 def _check_where(device: str, options: RunOptions) -> None:

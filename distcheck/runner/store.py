@@ -1,13 +1,18 @@
-"""The run folder: a run streamed to disk as it goes, so that nothing is lost and it can resume.
+"""The run folder: a run streamed to storage as it goes, so that nothing is lost and it can resume.
 
-``DIR/records.jsonl`` is JSON Lines in the manner of pytest-reportlog: a ``RunStart`` line (the
-suite, mode, selection, options and versions: all a resume needs), one ``CaseRecord`` line per
-case as its verdict arrives (written whole and flushed at once: a driver killed with SIGKILL
-loses at most the line it was writing), a ``RunResume`` line each time the run is resumed, and
-a ``RunFinish`` line when a run (or part of it) ends. ``DIR/report.json`` is the final report
-(written by the command line). Readers skip line types they do not know.
+The folder is a local path or the URL of an object store (``s3://bucket/runs/x``, see
+:mod:`distcheck.storage`). Its records are JSON Lines in the manner of pytest-reportlog: a
+``RunStart`` line (the suite, mode, selection, options and versions: all a resume needs), one
+``CaseRecord`` line per case as its verdict arrives, a ``RunResume`` line each time the run is
+resumed, and a ``RunFinish`` line when a run (or part of it) ends. Locally they are
+``DIR/records.jsonl``, each line written whole and flushed at once (a driver killed with SIGKILL
+loses at most the line it was writing); in an object store, which cannot append, they are parts
+``DIR/records/part-NNNNNN.jsonl`` written every few seconds (a driver killed loses at most the
+records of the part not written yet, which a resume runs again: see
+:mod:`distcheck.storage.segments`). ``DIR/report.json`` is the final report (written by the
+command line). Readers skip line types they do not know.
 
-A resumed run appends to the same file: cases already recorded are not run, nor written, again
+A resumed run adds to the same records: cases already recorded are not run, nor written, again
 (a record's last line wins, should a case ever appear twice).
 """
 
@@ -27,13 +32,14 @@ from typing import Any
 
 from distcheck.engines import get_engine
 from distcheck.runner.options import RunOptions
-from distcheck.runner.preflight import check_writable
+from distcheck.runner.preflight import check_creatable, check_writable
 from distcheck.runner.protocols import Listener
 from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.result import RunResult
+from distcheck.storage import location, segments
 from distcheck.suites.base import Selection, UsageError
 
-RECORDS, REPORT = "records.jsonl", "report.json"
+RECORDS, REPORT = segments.RECORDS, "report.json"
 TYPE = "$report_type"
 RUN_START, CASE_RECORD, RUN_RESUME, RUN_FINISH = "RunStart", "CaseRecord", "RunResume", "RunFinish"
 _CASE_LINE = json.dumps({TYPE: CASE_RECORD}, separators=(",", ":"))[:-1] + ","  # a case line's opening
@@ -116,12 +122,22 @@ def default_folder(suite: str, mode: str, root: str = "runs") -> Path:
     return folder
 
 
-def check_new_folder(folder: str | os.PathLike) -> Path:
-    """``folder``, if a new run can be recorded there (UsageError if it cannot be created or
-    written, or holds a run). It is created when the run starts."""
-    folder = Path(folder)
-    if (folder / RECORDS).exists():
+def _folder(folder: str | os.PathLike) -> str | Path:
+    """A run folder as the run names it: a store's URL (without a final ``/``), or a local Path."""
+    text = os.fspath(folder)
+    return text.rstrip("/") if location.is_url(text) else Path(location.local_path(text))
+
+
+def check_new_folder(folder: str | os.PathLike) -> str | Path:
+    """``folder`` (a Path, or a store's URL as given), if a new run can be recorded there
+    (UsageError if it cannot be created or written, or holds a run). It is created when the
+    run starts."""
+    folder = _folder(folder)
+    if segments.has_records(os.fspath(folder)):
         raise UsageError(f"{folder} already holds a run: finish it with --resume {folder}, or choose another --out")
+    if isinstance(folder, str):  # a store: where it takes an object, the folder is there
+        check_creatable(folder, "run folder")
+        return folder
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -135,16 +151,17 @@ def check_new_folder(folder: str | os.PathLike) -> Path:
 
 
 class RunWriter(Listener):
-    """Appends a run's records to ``folder/records.jsonl`` as they arrive (a runner listener);
-    the folder is made when the run starts (after the selection proved valid). ``start``: the
-    RunStart line of a new run; None to resume the run already there."""
+    """Writes a run's records to ``folder`` (a path or URL) as they arrive (a runner listener:
+    see :func:`~distcheck.storage.segments.open_records`); the folder is made when the run
+    starts (after the selection proved valid). ``start``: the RunStart line of a new run; None
+    to resume the run already there."""
 
     def __init__(self, folder: str | os.PathLike, start: dict[str, Any] | None, written: set[str] = frozenset()):
-        self.path = Path(folder) / RECORDS
-        self.written = frozenset(written)  # case ids in the file already (a resumed run's)
+        self.folder = os.fspath(folder)
+        self.written = frozenset(written)  # case ids recorded already (a resumed run's)
         self._first = start if start is not None else {TYPE: RUN_RESUME, "resumed": _now(), "versions": versions()}
         self._lock = threading.Lock()
-        self._file = None
+        self._records: segments.AppendedFile | segments.SegmentWriter | None = None
         self._closed = False
 
     def started(self, result: RunResult) -> None:
@@ -153,16 +170,15 @@ class RunWriter(Listener):
     def _line(self, data: dict[str, Any] | None) -> None:
         self._write(None if data is None else json.dumps(data, separators=(",", ":")))
 
-    def _write(self, text: str | None) -> None:
+    def _write(self, text: str | None, records: int = 0) -> None:
         with self._lock:
             if self._closed:
                 return
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", buffering=1, encoding="utf-8")  # line-buffered: a flush per write
-                self._file.write(json.dumps(self._first, separators=(",", ":")) + "\n")
+            if self._records is None:
+                self._records = segments.open_records(self.folder)
+                self._records.write(json.dumps(self._first, separators=(",", ":")), 0)
             if text is not None:
-                self._file.write(text + "\n")
+                self._records.write(text, records)
 
     def recorded(self, batch: RecordBatch) -> None:
         """A line per record, the batch's lines in one join of its JSON texts and one write
@@ -173,7 +189,7 @@ class RunWriter(Listener):
         if self.written:
             bodies = [body for key, body in zip(batch.keys, bodies) if key not in self.written]
         if bodies:
-            self._write(_CASE_LINE + _NEXT_CASE_LINE.join(bodies))
+            self._write(_CASE_LINE + _NEXT_CASE_LINE.join(bodies), len(bodies))
 
     def finished(self, result: RunResult) -> None:
         finish = {TYPE: RUN_FINISH, "finished": _now(), "complete": result.complete}
@@ -181,10 +197,14 @@ class RunWriter(Listener):
         self.close()
 
     def close(self) -> None:
+        """Write what waits (an object store's last part) and close; raises
+        :class:`~distcheck.storage.location.StoreError` if the store cannot take it."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            if self._file is not None:
-                self._file.close()
+            if self._records is not None:
+                self._records.close()
 
 
 @dataclass(frozen=True)
@@ -192,7 +212,7 @@ class RunLog:
     """A run folder read back: its RunStart line, its records (one per case), whether its
     last part finished complete."""
 
-    folder: Path
+    folder: str | Path  # a local path, or a store's URL
     start: dict[str, Any]
     records: list[CaseRecord]
     complete: bool
@@ -208,46 +228,46 @@ class RunLog:
         return RunOptions(**recorded, **where)
 
 
-def _bad(folder: Path, why: str) -> UsageError:
+def _bad(folder: str | Path, why: str) -> UsageError:
     return UsageError(f"cannot resume {folder}: {why}")
 
 
-def _parse(folder: Path, number: int, text: str, last: bool) -> dict[str, Any] | None:
+def _parse(line: segments.Line, folder: str | Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(text)
+        data = json.loads(line.text)
     except json.JSONDecodeError:
-        if last:  # the line being written when the driver was killed
+        if line.may_be_cut:  # the line being written when the driver was killed
             return None
-        raise _bad(folder, f"{RECORDS} line {number} is not JSON") from None
+        raise _bad(folder, f"{line.where} line {line.number} is not JSON") from None
     if not isinstance(data, dict) or TYPE not in data:
-        raise _bad(folder, f"{RECORDS} line {number} is not a distcheck record (no {TYPE!r})")
+        raise _bad(folder, f"{line.where} line {line.number} is not a distcheck record (no {TYPE!r})")
     return data
 
 
 def read_run(folder: str | os.PathLike) -> RunLog:
-    """The run in ``folder`` (UsageError, saying why, for anything that is not one)."""
-    folder = Path(folder)
-    if not folder.is_dir():
+    """The run in ``folder``, a path or URL (UsageError, saying why, for anything that is not one)."""
+    folder = _folder(folder)
+    if not location.is_folder(folder):
         raise _bad(folder, "no such folder")
-    path = folder / RECORDS
-    if not path.is_file():
+    if not segments.has_records(os.fspath(folder)):
         raise _bad(folder, f"no {RECORDS} in it: not a run folder")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    parsed = [_parse(folder, k + 1, line, k == len(lines) - 1) for k, line in enumerate(lines)]
-    parsed = [data for data in parsed if data is not None]
+    lines = [(line, _parse(line, folder)) for line in segments.read_lines(os.fspath(folder))]
+    lines = [(line, data) for line, data in lines if data is not None]
+    parsed = [data for _, data in lines]
     if not parsed or parsed[0][TYPE] != RUN_START:
-        raise _bad(folder, f"{RECORDS} does not start with a {RUN_START} line")
+        where = lines[0][0].where if lines else RECORDS
+        raise _bad(folder, f"{where} does not start with a {RUN_START} line")
     start = parsed[0]
     missing = [key for key in ("suite", "mode", "selection", "options", "versions") if key not in start]
     if missing:
         raise _bad(folder, f"its {RUN_START} line lacks {', '.join(missing)}")
     records: dict[str, CaseRecord] = {}
-    for number, data in enumerate(parsed[1:], 2):
+    for line, data in lines[1:]:
         if data[TYPE] == CASE_RECORD:
             try:
                 record = CaseRecord.from_json(data)
             except (KeyError, ValueError, TypeError) as e:
-                raise _bad(folder, f"{RECORDS} line {number} is not a case record ({e})") from None
+                raise _bad(folder, f"{line.where} line {line.number} is not a case record ({e})") from None
             records[record.id] = record
     finishes = [data for data in parsed if data[TYPE] == RUN_FINISH]
     complete = bool(finishes) and parsed[-1][TYPE] == RUN_FINISH and bool(finishes[-1].get("complete"))
@@ -269,4 +289,5 @@ def check_resumable(log: RunLog, suite_name: str) -> None:
         if record.case.suite != suite_name:
             raise _bad(log.folder, f"it holds case {record.id} of suite {record.case.suite!r}, not of {suite_name!r}")
     if log.complete:
-        raise _bad(log.folder, f"the run is finished: nothing to resume (its report: {log.folder / REPORT})")
+        report = location.join(log.folder, REPORT)
+        raise _bad(log.folder, f"the run is finished: nothing to resume (its report: {report})")

@@ -52,13 +52,20 @@ def join(base: str | os.PathLike, *names: str) -> str:
     return os.path.join(text, *names)
 
 
+def _shown(target: str) -> str:
+    """``target`` as a message names it: without the credentials a URL may carry."""
+    parts = urlsplit(target)
+    if parts.username is None and parts.password is None:
+        return target
+    return target.replace(parts.netloc, f"...@{parts.hostname}", 1)
+
+
 def _filesystem(url: str):
     """fsspec's filesystem of ``url`` and the path in it."""
-    parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
+    if _shown(url) != url:
         raise StoreError(
-            f"{parts.scheme}://...@{parts.hostname}: a URL with credentials would be written into the run's "
-            "records and reports; give them to the store as usual (environment, its config files) instead"
+            f"{_shown(url)}: a URL with credentials would be written into the run's records and reports; "
+            "give them to the store as usual (environment, its config files) instead"
         )
     try:
         import fsspec
@@ -79,6 +86,8 @@ def _reasons(target: str, doing: str) -> Iterator[None]:
         raise
     except Exception as e:  # a store's library raises its own types (botocore's, aiohttp's) besides OSError
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        if isinstance(e, FileNotFoundError) and target.endswith(reason):  # s3fs's says the path alone
+            reason = "no such file or object"
         raise StoreError(f"cannot {doing} {target}: {reason}") from None
 
 
@@ -166,13 +175,15 @@ def remove(target: str | os.PathLike) -> None:
         fs.rm_file(path)
 
 
-def check_folder_writable(folder: str, what: str) -> None:
+def check_folder_writable(folder: str, what: str, target: str | None = None) -> None:
     """StoreError unless files can be written in the store's ``folder`` (an object written
     and removed: object stores create folders as objects come, and tell their permissions only
-    when asked to write). Only for URLs: local folders are checked by the run's preflight."""
+    when asked to write); the message names ``target`` (default: ``folder``), the file to be
+    written there. Only for URLs: local folders are checked by the run's preflight."""
     probe = join(folder, WRITE_PROBE)
     try:
         write_bytes(probe, b"")
         remove(probe)
     except StoreError as e:
-        raise StoreError(f"cannot write the {what} to {folder}: {str(e).split(': ', 1)[-1]}") from None
+        reason = str(e).split(": ", 1)[-1]
+        raise StoreError(f"cannot write the {what} to {_shown(target or folder)}: {reason}") from None

@@ -1,7 +1,10 @@
-"""A run's records where files cannot be appended to, and any run folder's records read back.
+"""Where a run's records are written (:func:`open_records`) — appended to a local file, or as
+segments where files cannot be appended to — and any run folder's records read back
+(:func:`read_lines`).
 
 A local run folder keeps its records in one file, ``records.jsonl``, a line appended and flushed
-as each arrives. An object store (S3, GCS) has no append: an object is written whole or not at
+as each arrives (:class:`AppendedFile`: a driver killed with SIGKILL loses at most the line it was
+writing). An object store (S3, GCS) has no append: an object is written whole or not at
 all. There the records go in segments, ``records/part-000001.jsonl``, ``part-000002.jsonl``, ...:
 :class:`SegmentWriter` gathers lines in memory and writes them as one new part every
 ``seconds`` (or sooner, once ``records`` records wait), from a thread of its own, so that a slow
@@ -34,7 +37,7 @@ DEFAULT_SECONDS, DEFAULT_RECORDS = 5.0, 10_000
 
 @dataclass(frozen=True)
 class Line:
-    """A line of a run's records: where it is (file and line number), its text, and whether
+    """A line of a run's records: where it is (its file in the folder, its line number), its text, and whether
     it may have been cut short (the last line of an appended file: a driver killed while
     writing it)."""
 
@@ -60,15 +63,35 @@ def has_records(folder: str) -> bool:
 
 def read_lines(folder: str) -> Iterator[Line]:
     """The non-blank lines of the records in ``folder``: ``records.jsonl``'s, then each part's."""
-    appended = location.join(folder, RECORDS)
-    sources = [(appended, True)] if location.exists(appended) else []
-    sources += [(location.join(folder, PARTS, part_name(n)), False) for n in part_numbers(folder)]
+    sources = [(RECORDS, True)] if location.exists(location.join(folder, RECORDS)) else []
+    sources += [(f"{PARTS}/{part_name(n)}", False) for n in part_numbers(folder)]
     for where, is_appended in sources:
-        lines = location.read_text(where).splitlines()
+        lines = location.read_text(location.join(folder, *where.split("/"))).splitlines()
         last = len(lines) - 1
         for k, text in enumerate(lines):
             if text.strip():
                 yield Line(where, k + 1, text, is_appended and k == last)
+
+
+def open_records(folder: str) -> AppendedFile | SegmentWriter:
+    """The writer of the run's lines in ``folder`` (a path or URL): its ``records.jsonl``
+    appended to, or, in an object store, parts. Both take ``write(text, records)`` and ``close()``."""
+    return SegmentWriter(folder) if location.is_url(folder) else AppendedFile(folder)
+
+
+class AppendedFile:
+    """``records.jsonl`` of a local folder (made if need be), appended to and flushed at each write."""
+
+    def __init__(self, folder: str):
+        path = location.local_path(folder)
+        os.makedirs(path, exist_ok=True)
+        self._file = open(os.path.join(path, RECORDS), "a", buffering=1, encoding="utf-8")  # a flush per line
+
+    def write(self, text: str, records: int = 1) -> None:
+        self._file.write(text + "\n")
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _setting(name: str, default: float) -> float:
