@@ -18,7 +18,8 @@ from typing import TextIO
 
 from distcheck.reports import repro
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import BAD, CaseRecord, RecordBatch, RecordList
+from distcheck.runner.record_list import RecordList
+from distcheck.runner.records import BAD, CaseRecord, RecordBatch
 from distcheck.runner.result import RunResult
 
 BAR_WIDTH = 24

@@ -15,7 +15,7 @@ import platform
 from collections.abc import Mapping
 from typing import Any
 
-from distcheck.runner.records import RecordList
+from distcheck.runner.record_list import RecordList
 from distcheck.runner.result import RunResult
 from distcheck.storage import location
 

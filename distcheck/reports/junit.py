@@ -25,7 +25,8 @@ from xml.sax.saxutils import escape, quoteattr
 from distcheck.reports import repro
 from distcheck.reports.compare import FLAKY
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, XPASS, CaseRecord, RecordList
+from distcheck.runner.record_list import RecordList
+from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, XPASS, CaseRecord
 from distcheck.storage import location
 from distcheck.suites.base import CHECK_KINDS
 

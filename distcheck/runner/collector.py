@@ -12,7 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from distcheck.kinds import Status
 from distcheck.runner.batches import CaseList
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import CaseRecord, RecordBatch, RecordList
+from distcheck.runner.record_list import RecordList
+from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 

@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from distcheck.runner.records import BAD, FLAKY, VERDICTS, XPASS, CaseRecord, RecordList
+from distcheck.runner.record_list import RecordList
+from distcheck.runner.records import BAD, FLAKY, VERDICTS, XPASS, CaseRecord
 from distcheck.suites import CHECK_KINDS
 
 

@@ -18,7 +18,8 @@ from distcheck.runner.budget import Estimate
 from distcheck.runner.case import Outcome, to_record
 from distcheck.runner.collector import Collector
 from distcheck.runner.protocols import Listener
-from distcheck.runner.records import BAD, CaseRecord, RecordBatch, RecordList
+from distcheck.runner.record_list import RecordList
+from distcheck.runner.records import BAD, CaseRecord, RecordBatch
 from distcheck.runner.result import RunResult
 from distcheck.runner.store import RECORDS, RunWriter
 from distcheck.suites import base

@@ -16,7 +16,8 @@ from distcheck.reduce.counts import BatchCounts
 from distcheck.reports import console, json_report
 from distcheck.reports.load import record_from_json
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.records import CaseRecord, RecordBatch, RecordList
+from distcheck.runner.record_list import RecordList
+from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.store import RECORDS, read_run
 from distcheck.suites import Selection
 from distcheck.suites.base import CaseId
