@@ -108,12 +108,12 @@ def test_address_auto_is_rays_own_lookup(monkeypatch, capsys):
     """``auto`` is handed to Ray as it is (Ray joins the cluster `ray start` began here, else any
     Ray here, another driver's ``ray.init()`` session included), and the help says so."""
     from distcheck.cli import main
-    from distcheck.executors import ray_executor
+    from distcheck.executors import ray_start
 
     joined = {}
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    monkeypatch.setattr(ray_executor.ray, "init", lambda **kwargs: joined.update(kwargs))
-    ray_executor._init("auto", None)
+    monkeypatch.setattr(ray_start.ray, "init", lambda **kwargs: joined.update(kwargs))
+    ray_start._init("auto", None)
     assert joined["address"] == "auto" and "object_spilling_directory" not in joined  # a cluster's own spilling
     with pytest.raises(SystemExit):
         main(["run", "--help"])
