@@ -137,7 +137,9 @@ def _assert_same_units(checks, executor) -> None:
 @pytest.mark.filterwarnings("ignore:Input #0 requires gradient and is not a double")
 @pytest.mark.parametrize("case", ALL, ids=str)
 def test_every_number_is_bitwise_the_serial_one(case, executors):
-    checks = _checks_of(case)
+    # element by element: a timed batching choice may plan the serial and the Ray run apart
+    # (batched units on Ray are compared on plans batched untimed, below)
+    checks = _checks_of(case, vectorize=False)
     _assert_same_units(checks, executors["whole"])  # the same units: every result, bitwise
     for func, inputs, options in checks:  # other chunkings: the assembled Jacobians, bitwise
         reference = _jacobians(func, inputs, options, SerialExecutor())
@@ -210,7 +212,7 @@ MODE_SAMPLE = {
     ("case", "mode", "options"), [param for param in MODE_RUNS if param.values[0].name in MODE_SAMPLE]
 )
 def test_every_mode_gives_the_serial_numbers_and_verdict(case, mode, options, executors):
-    _assert_same_units(_checks_of(case, **options), executors["whole"])
+    _assert_same_units(_checks_of(case, vectorize=False, **options), executors["whole"])
     serial = run(case, "distcheck", executor=SerialExecutor(), **options)
     assert run(case, "distcheck", executor=executors["cost model"], **options).comparable() == serial.comparable()
 

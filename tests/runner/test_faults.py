@@ -26,7 +26,7 @@ from distcheck.runner.store import RECORDS
 from distcheck.suites import Selection
 from tests.runner.fake_cli import NapSuite
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ci]
 REPO = Path(__file__).resolve().parents[2]
 GRAD = Selection(checks=("grad",))
 
