@@ -4,7 +4,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.distcheck-installed
-# `make test`: every test but the slow ones not marked ci (CI's 20 minutes on 2 cores); `make test-all`: every test
+# `make test`: every test but the slow ones not marked ci (CI has 20 minutes on 2 cores); `make test-all`: every test
 PYTEST_ARGS ?= -m "not slow or ci"
 CHECK_ARGS ?=
 

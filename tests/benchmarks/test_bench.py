@@ -150,6 +150,7 @@ def test_the_sampler_counts_a_process_that_ended_while_it_sampled():
     assert 0.2 <= by_kind[OTHER] and sampler.own_cpu > 0
 
 
+@pytest.mark.slow
 def test_the_interleaved_benchmark_times_both_loops_on_the_selected_cases():
     script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_interleaved.py")
     command = [sys.executable, script, "--ops", "mul", "--checks", "grad", "--dtypes", "float64", "--repeats", "1"]

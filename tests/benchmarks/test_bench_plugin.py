@@ -32,6 +32,7 @@ def test_skipped():
 UNDER_XDIST = "\n\ndef test_not_under_xdist():\n    assert 'PYTEST_XDIST_WORKER' not in os.environ\n"
 
 
+@pytest.mark.slow
 def test_every_configuration_gives_plain_pytests_outcomes(tmp_path, capsys):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_tiny.py").write_text(TINY)
@@ -49,6 +50,7 @@ def test_every_configuration_gives_plain_pytests_outcomes(tmp_path, capsys):
     assert not list(tmp_path.glob("tests/*.xml"))  # reports go to a temporary folder, not the tests'
 
 
+@pytest.mark.slow
 def test_a_configuration_that_changes_an_outcome_is_named(tmp_path, capsys):
     (tmp_path / "test_tiny.py").write_text(TINY + UNDER_XDIST)
     argv = ["--pytorch-tests", str(tmp_path), "--file", "test_tiny.py::xdist", "--configs", "plain,xdist"]
@@ -70,6 +72,7 @@ def test_the_commands():
     assert "-n" not in pytest_command("a.py", "", "plain", "r.xml", "ray")
 
 
+@pytest.mark.slow
 def test_rounds_alternate_and_medians_are_compared(tmp_path, capsys):
     (tmp_path / "test_tiny.py").write_text(TINY)
     figures = tmp_path / "figures.json"

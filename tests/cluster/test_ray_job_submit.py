@@ -39,7 +39,6 @@ def no_credentials(bucket) -> None:
         assert ACCESS_KEY.encode() not in data and SECRET_KEY.encode() not in data, key
 
 
-@pytest.mark.ci
 def test_a_submitted_run_joins_the_cluster_and_its_run_folder_lands_in_the_store(cluster, s3):
     out = f"{s3.url}/runs/submitted"
     runtime_env = json.dumps({"env_vars": s3.server.environment})

@@ -80,7 +80,6 @@ def _printed(out: str, label: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.ci
 @pytest.mark.parametrize(("kind", "spec", "args", "case", "verdict", "status"), KINDS, ids=[k[0] for k in KINDS])
 def test_rerun_and_repro_commands_work_as_printed(kind, spec, args, case, verdict, status, tmp_path, environment):
     if kind == "installed":
@@ -119,7 +118,6 @@ def test_rerun_and_repro_commands_work_as_printed(kind, spec, args, case, verdic
 
 
 @pytest.mark.slow
-@pytest.mark.ci
 def test_the_resume_command_of_an_interrupted_run_works_as_printed(tmp_path, environment):
     """A run of a MODULE:NAME suite stopped by Ctrl-C during its sleepy case; the printed
     command finishes it (the sleepy case then times out: --timeout is the run's)."""

@@ -117,6 +117,7 @@ def test_a_suite_that_does_not_declare_the_device():
         get_suite("tests.runner.fake_suite:FakeSuite", "fast", "cuda")
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_runners_hold_gpu_shares_on_logical_gpus():
     """4 runners of 0.5 GPU on 2 logical GPUs: each sees one GPU in CUDA_VISIBLE_DEVICES, two

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.ray
 SELECTION = Selection(checks=("grad",), ops=("cumsum",), substring="::sample0::")
 
 
+@pytest.mark.slow
 def test_split_cases_compared_block_by_block_give_the_whole_jacobian_records(ray_cluster):
     suite = get_suite("torch-opinfo", "slow")
     whole = run_suite(suite, SELECTION, RunOptions(serial=True)).records
