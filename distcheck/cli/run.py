@@ -166,7 +166,7 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
         marks = known and known.marks(result.records)
         print(console.summary(result, args.strict_flaky, plan.folder, marks, spec_of(plan.suite)))
         reports = [location.join(plan.folder, REPORT), *([args.json] if args.json else [])]
-        json_report.write(result, reports, plan.command, resume, start, origin)  # the text made once
+        json_report.write(result, reports, summary=info)  # the text made once, of the summary above
         if args.json:
             print(f"JSON report: {args.json}")
         _write_reports(args, loaded, known)

@@ -91,16 +91,21 @@ def text(
     resume: list[str] | None = None,
     start: Start = None,
     origin: Origin | None = None,
+    summary: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as JSON text: the summary indented, then a compact line per case (made once
-    per record, with the C encoder: an indented dump of 45,000 cases is seconds of Python)."""
-    summary = json.dumps(report_summary(result, command, resume, start, origin), indent=1).replace("\n", "\n ")
+    per record, with the C encoder: an indented dump of 45,000 cases is seconds of Python).
+    ``summary``: the run's :func:`report_summary` where the caller made it already (it goes over
+    every record)."""
+    if summary is None:
+        summary = report_summary(result, command, resume, start, origin)
+    summary_text = json.dumps(summary, indent=1).replace("\n", "\n ")
     # one join of the records' texts (their batches' columns on Ray: no record is made), each
     # without its "{": a string per record made for the join (an f-string each) costs the
     # driver several times as much (docs/benchmarks.md)
     bodies = RecordList.of(result.records).bodies()
     cases = "\n  {" + ",\n  {".join(bodies) if bodies else ""
-    return f'{{\n "summary": {summary},\n "cases": [{cases}\n ]\n}}\n'
+    return f'{{\n "summary": {summary_text},\n "cases": [{cases}\n ]\n}}\n'
 
 
 def write(
@@ -110,9 +115,10 @@ def write(
     resume: list[str] | None = None,
     start: Start = None,
     origin: Origin | None = None,
+    summary: Mapping[str, Any] | None = None,
 ) -> None:
     """Write the report to ``path`` (or to each of several paths, local or URLs: the text made
     once) whole: a reader, or a driver killed while writing, never sees half a report."""
-    report_text = text(result, command, resume, start, origin)
+    report_text = text(result, command, resume, start, origin, summary)
     for one in [path] if isinstance(path, str) else path:
         location.write_text(one, report_text)
