@@ -226,7 +226,7 @@ def _plan_backward(
         return
     if not checked:
         numerical = b.columns(key, diff, infos, outputs, floats)
-        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
+        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff), inputs=diff))
         return
     if shared:
         numerical, window = shared.columns(b, diff, infos, outputs, differentiable), shared.window(part)
@@ -269,7 +269,7 @@ def _plan_forward(
         return
     if not any(differentiable):
         numerical = b.columns(key, diff, infos, outputs, floats)
-        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff)))
+        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff), inputs=diff))
         return
     checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if differentiable[p])
     numerical = b.columns(key, diff, infos, outputs, differentiable)

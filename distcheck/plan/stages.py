@@ -44,15 +44,16 @@ class JacobianComparison:
 
 @dataclass(frozen=True)
 class BatchedComparison:
-    """A slow-mode Jacobian comparison whose Jacobians are computed in batches (some of its
-    units vectorized, see :mod:`distcheck.plan.vectorize`). ``batched`` compares them over the
-    plan's units and decides the stage only when it passes clearly: within a fraction of the
-    tolerances, its backward reentrant within ``nondet_tol``, every batch's spot check agreeing.
-    Otherwise ``exact`` judges the stage as torch does, over ``exact_units`` (element by
-    element, run only then; ``exact``'s unit indices are positions in ``exact_units``)."""
+    """A slow-mode Jacobian comparison (or a check that a numerical Jacobian is zero) whose
+    Jacobians are computed in batches (some of its units vectorized, see
+    :mod:`distcheck.plan.vectorize`). ``batched`` compares them over the plan's units and
+    decides the stage only when it passes clearly: within a fraction of the tolerances (a zero
+    Jacobian: exactly zero), its backward reentrant within ``nondet_tol``, every batch's spot
+    check agreeing. Otherwise ``exact`` judges the stage as torch does, over ``exact_units``
+    (element by element, run only then; ``exact``'s unit indices are positions in ``exact_units``)."""
 
-    batched: JacobianComparison
-    exact: JacobianComparison
+    batched: JacobianComparison | ZeroNumericalJacobian
+    exact: JacobianComparison | ZeroNumericalJacobian
     exact_units: tuple[Unit, ...]
 
 
@@ -94,6 +95,7 @@ class ZeroNumericalJacobian:
     numerical: tuple[tuple[int, ...], ...]
     numels: tuple[int, ...]  # per input: rows of its Jacobian
     tolerance: float | None = None
+    inputs: tuple[InputSlot, ...] = ()  # the inputs perturbed (slow mode: what a batch of columns holds)
 
 
 @dataclass(frozen=True)

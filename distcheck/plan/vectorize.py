@@ -2,7 +2,8 @@
 become :class:`~distcheck.plan.stages.BatchedComparison` stages, with torch's verdicts and
 messages by construction.
 
-For each slow-mode Jacobian comparison of a planned check, each of its workloads (the numerical
+For each slow-mode Jacobian comparison of a planned check (and each check that a function
+without differentiable outputs has a zero numerical Jacobian), each of its workloads (the numerical
 columns of an input, the analytical rows of an output, the forward columns of an input) is
 batched or not as :func:`~distcheck.plan.batch_choice.decide` finds. A comparison is batched
 when some of its work is and none of its numerical columns (most of its work: two evaluations
@@ -13,6 +14,7 @@ comparison as planned, run only if needed) and compares the batched Jacobians fi
 decides only a clear pass:
 
 - every element within :data:`CLEAR` of its tolerance: ``|a - n| <= CLEAR·(atol + rtol·|n|)``
+  (a zero Jacobian: every element exactly zero, each batch's spot item equal to torch's way)
   (so that the last-bit differences between a batch and torch's loop, which finite differences
   amplify by 1/eps and are measured below 1e-8 on op_db, cannot turn a pass into a failure);
 - the rows' two runs within ``nondet_tol``, sizes and dtypes as the reference wants them;
@@ -52,6 +54,8 @@ from distcheck.plan.units.slots import slots_bytes
 
 CLEAR = 0.5  # a batched comparison decides a pass only within this fraction of the tolerances
 SPOT = 0.01  # a batch's spot item agrees with torch's way within this fraction of them
+Tolerance = tuple[float, float]  # (rtol, atol)
+EXACTLY = (0.0, 0.0)  # a zero Jacobian's batches: the spot item equal to torch's way, bit for bit
 
 # Why a workload may stay element by element while the rest of its comparison is batched: it
 # would not pay. Any other reason (the function cannot be batched, or must not be) keeps the
@@ -73,33 +77,49 @@ def vectorized(
     comparison left element by element is (by stage index). ``call_seconds``: what one call of
     the function took, if known."""
     tolerance = (SPOT * options.rtol, SPOT * options.atol)
-    batcher = _Batcher(list(units), subject, engine, policy, batching, tolerance, call_seconds)
+    batcher = _Batcher(list(units), subject, engine, policy, batching, call_seconds)
     new_stages: list[Stage] = []
     reasons: dict[int, Fallback] = {}
     for index, stage in enumerate(stages):
-        if not isinstance(stage, JacobianComparison):
+        if isinstance(stage, JacobianComparison):
+            batched = _batched_stage(batcher, units, stage, tolerance)
+        elif isinstance(stage, ZeroNumericalJacobian) and stage.tolerance is None:
+            batched = _batched_stage(batcher, units, stage, EXACTLY)
+        else:
             new_stages.append(stage)
             continue
-        running = _running_bytes(units, stage)
-        numerical = [batcher.batched(group, running) for group in stage.numerical]
-        cannot = next((c for c in numerical if isinstance(c, Fallback) and c not in _NOT_WORTH), None)
-        analytical = [] if cannot else [batcher.batched(group, running) for group in stage.analytical]
-        left = [c for c in numerical + analytical if isinstance(c, Fallback)]
-        if cannot or len(left) == len(numerical) + len(analytical):
+        if isinstance(batched, Fallback):
             new_stages.append(stage)
-            reasons[index] = cannot or next((c for c in left if c != Fallback.SMALL), Fallback.SMALL)
-            continue
-        pick = lambda c, g: g if isinstance(c, Fallback) else c  # noqa: E731
-        on_batches = replace(
-            stage,
-            numerical=tuple(map(pick, numerical, stage.numerical)),
-            analytical=tuple(map(pick, analytical, stage.analytical)),
-        )
-        new_stages.append(BatchedComparison(on_batches, *_twin(units, stage)))
+            reasons[index] = batched
+        else:
+            new_stages.append(batched)
     return _compacted(batcher.made, new_stages) + (reasons,)
 
 
-def _running_bytes(units: Sequence[Unit], stage: JacobianComparison) -> float:
+def _batched_stage(
+    batcher: _Batcher,
+    units: Sequence[Unit],
+    stage: JacobianComparison | ZeroNumericalJacobian,
+    tolerance: Tolerance,
+) -> BatchedComparison | Fallback:
+    """The stage with its worthwhile work batched (its batches spot-checked within
+    ``tolerance``), or why it stays element by element."""
+    running = _running_bytes(units, stage)
+    numerical = [batcher.batched(group, running, tolerance) for group in stage.numerical]
+    cannot = next((c for c in numerical if isinstance(c, Fallback) and c not in _NOT_WORTH), None)
+    rows = getattr(stage, "analytical", ())
+    analytical = [] if cannot else [batcher.batched(group, running, tolerance) for group in rows]
+    left = [c for c in numerical + analytical if isinstance(c, Fallback)]
+    if cannot or len(left) == len(numerical) + len(analytical):
+        return cannot or next((c for c in left if c != Fallback.SMALL), Fallback.SMALL)
+    pick = lambda c, g: g if isinstance(c, Fallback) else c  # noqa: E731
+    on_batches = replace(stage, numerical=tuple(map(pick, numerical, stage.numerical)))
+    if rows:
+        on_batches = replace(on_batches, analytical=tuple(map(pick, analytical, rows)))
+    return BatchedComparison(on_batches, *_twin(units, stage))
+
+
+def _running_bytes(units: Sequence[Unit], stage: JacobianComparison | ZeroNumericalJacobian) -> float:
     """What one item of a batch of the stage's work holds: :data:`~distcheck.plan.batch_choice.HELD_FACTOR`
     times the stage's inputs and outputs."""
     outputs = units[stage.numerical[0][0]].outputs if stage.numerical and stage.numerical[0] else ()
@@ -116,23 +136,23 @@ class _Batcher:
     engine: Engine
     policy: ChunkPolicy
     batching: Batching
-    tolerance: tuple[float, float]
     call_seconds: float | None
     workloads: dict[tuple[int, ...], tuple[int, ...] | Fallback] = field(default_factory=dict)
 
-    def batched(self, group: tuple[int, ...], running: float) -> tuple[int, ...] | Fallback:
-        """The batched units of the workload made of units ``group``, or why it stays element by element."""
+    def batched(self, group: tuple[int, ...], running: float, tolerance: Tolerance) -> tuple[int, ...] | Fallback:
+        """The batched units of the workload made of units ``group`` (their batches spot-checked
+        within ``tolerance``), or why it stays element by element."""
         if group not in self.workloads:
-            self.workloads[group] = self._batch(group, running)
+            self.workloads[group] = self._batch(group, running, tolerance)
         return self.workloads[group]
 
-    def _batch(self, group: tuple[int, ...], running: float) -> tuple[int, ...] | Fallback:
+    def _batch(self, group: tuple[int, ...], running: float, tolerance: Tolerance) -> tuple[int, ...] | Fallback:
         first, last = self.made[group[0]], self.made[group[-1]]
         if getattr(first, "vector", None) is not None:  # fast mode's vector units: one item each
             return Fallback.SMALL
         whole = replace(first, start=0, stop=last.stop)
         held = Held(running, _result_bytes(whole), getattr(self.policy, "block_bytes", math.inf))
-        decision = decide(self.batching, self.engine, self.subject, whole, held, self.tolerance, self.call_seconds)
+        decision = decide(self.batching, self.engine, self.subject, whole, held, tolerance, self.call_seconds)
         if decision.reason is not None:
             return decision.reason
         size = decision.batch
@@ -141,7 +161,7 @@ class _Batcher:
         start = len(self.made)
         for a, b in ranges:
             stop = min(b * size, whole.stop)
-            self.made.append(replace(whole, start=a * size, stop=stop, batch=size, spot_tolerance=self.tolerance))
+            self.made.append(replace(whole, start=a * size, stop=stop, batch=size, spot_tolerance=tolerance))
         return tuple(range(start, len(self.made)))
 
 
@@ -151,14 +171,17 @@ def _result_bytes(unit: Any) -> int:
     return (ROW_RUNS if hasattr(unit, "inputs") else 1) * slots_bytes(slots)
 
 
-def _twin(units: Sequence[Unit], stage: JacobianComparison) -> tuple[JacobianComparison, tuple[Unit, ...]]:
+def _twin(units: Sequence[Unit], stage: JacobianComparison | ZeroNumericalJacobian) -> tuple[Any, tuple[Unit, ...]]:
     """The stage over its own copy of its units (the element-by-element twin)."""
+    rows = getattr(stage, "analytical", ())
     order: dict[int, int] = {}
-    for group in (*stage.numerical, *stage.analytical):
+    for group in (*stage.numerical, *rows):
         for u in group:
             order.setdefault(u, len(order))
     local = lambda groups: tuple(tuple(order[u] for u in g) for g in groups)  # noqa: E731
-    twin = replace(stage, numerical=local(stage.numerical), analytical=local(stage.analytical))
+    twin = replace(stage, numerical=local(stage.numerical))
+    if rows:
+        twin = replace(twin, analytical=local(rows))
     return twin, tuple(units[u] for u in order)
 
 

@@ -21,6 +21,7 @@ from distcheck.plan.stages import (
     BatchedComparison,
     JacobianComparison,
     ProjectedComparison,
+    Stage,
     ZeroNumericalJacobian,
 )
 from distcheck.plan.units import Unit
@@ -49,6 +50,17 @@ class Reducer:
         self.fail: Callable[[str], Exception] = engine.error_class
 
     def run(self) -> None:
+        for index, stage in enumerate(self.plan.stages):
+            if index in self.plan.fallbacks:
+                self.counts.fell_back(self.plan.fallbacks[index])
+            try:
+                self.judge(stage)
+            except Exception:
+                self.plan.rewind_rng(self.engine, index)
+                raise
+
+    def judge(self, stage: Stage) -> None:
+        """Judge one stage; raises its failure."""
         handlers = {
             JacobianComparison: self.jacobian_comparison,
             BatchedComparison: self.batched_comparison,
@@ -56,14 +68,7 @@ class Reducer:
             ZeroNumericalJacobian: self.zero_numerical,
             Auxiliary: self.auxiliary,
         }
-        for index, stage in enumerate(self.plan.stages):
-            if index in self.plan.fallbacks:
-                self.counts.fell_back(self.plan.fallbacks[index])
-            try:
-                handlers[type(stage)](stage)
-            except Exception:
-                self.plan.rewind_rng(self.engine, index)
-                raise
+        handlers[type(stage)](stage)
 
     def value(self, unit: int):
         return self.results.get(unit).unwrap()
@@ -131,7 +136,7 @@ class Reducer:
             results = SerialExecutor().submit(self.plan.subject, stage.exact_units)
         try:
             plan = Plan(self.plan.subject, list(stage.exact_units), [stage.exact])
-            Reducer(plan, results, self.options, self.engine, self.run_more).jacobian_comparison(stage.exact)
+            Reducer(plan, results, self.options, self.engine, self.run_more).judge(stage.exact)
         except Exception:
             self.counts.fell_back(Fallback.FAILURE)
             raise
@@ -238,10 +243,11 @@ class _NotClear(Exception):
 
 class _ClearPass(Reducer):
     """A batched comparison judged for a clear pass: the comparisons at :data:`CLEAR` of the
-    tolerances, sizes and dtypes as the reference wants them, the rows' two runs within
-    ``nondet_tol``; what is not clear raises :class:`_NotClear`, with no message made."""
+    tolerances (a zero Jacobian: exactly zero), sizes and dtypes as the reference wants them,
+    the rows' two runs within ``nondet_tol``; what is not clear raises :class:`_NotClear`,
+    with no message made."""
 
-    def __init__(self, reducer: Reducer, stage: JacobianComparison):
+    def __init__(self, reducer: Reducer, stage: JacobianComparison | ZeroNumericalJacobian):
         o = reducer.options
         clear = replace(o, rtol=CLEAR * o.rtol, atol=CLEAR * o.atol)
         super().__init__(replace(reducer.plan, stages=[stage]), reducer.results, clear, reducer.engine)
@@ -264,10 +270,10 @@ class _ClearPass(Reducer):
         return None
 
 
-def _clear_pass(reducer: Reducer, stage: JacobianComparison) -> Fallback | None:
+def _clear_pass(reducer: Reducer, stage: JacobianComparison | ZeroNumericalJacobian) -> Fallback | None:
     """None if the batched ``stage`` passes clearly, else why not."""
     try:
-        _ClearPass(reducer, stage).jacobian_comparison(stage)
+        _ClearPass(reducer, stage).judge(stage)
     except _NotClear as e:
         return e.reason
     except BatchRefused as e:

@@ -16,7 +16,7 @@ from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Fallback
 from distcheck.options import CheckOptions
 from distcheck.plan import batch_choice
-from distcheck.plan.stages import BatchedComparison, JacobianComparison
+from distcheck.plan.stages import BatchedComparison, JacobianComparison, ZeroNumericalJacobian
 from distcheck.plan.units import AnalyticalRows, ForwardColumns, NumericalColumns
 from tests.catalogue import torch_functions as tf
 
@@ -372,6 +372,33 @@ def test_batched_checks_of_correct_functions_are_decided_batched(gradgrad, dtype
         lambda a, b: (a * b).sin() * a, (_x(10, dtype=dtype), _x(10, dtype=dtype, seed=1)), gradgrad=gradgrad
     )
     assert verdict == "pass" and counts.batched >= 1 and counts.exact == 0
+
+
+def _no_differentiable_output(scale):
+    """A function none of whose outputs requires grad: its numerical Jacobian is ``scale``."""
+    return lambda a: (scale * a.detach() * a.detach().cos()).sum(0) if scale else a.detach().argmax(-1).double()
+
+
+def test_a_zero_numerical_jacobian_is_decided_batched():
+    verdict, counts = _side_by_side(_no_differentiable_output(0), (_x(12, 3),))
+    assert verdict == "pass" and counts.batched == 1 and counts.exact == 0
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-12])
+def test_a_nonzero_numerical_jacobian_without_differentiable_outputs_fails_as_torch(scale):
+    """Not exactly zero, however small: the element-by-element twin judges it, with torch's message."""
+    func = lambda a: (scale * a.detach().sin()).sum(0)  # noqa: E731
+    verdict, counts = _side_by_side(func, (_x(12, 3),))
+    assert verdict == "GradcheckError" and counts.fallbacks == {Fallback.FAILURE: 1}
+
+
+def test_a_zero_jacobians_batches_are_spot_checked_bit_for_bit():
+    """A batch may only say zero where torch's way says exactly zero at its spot item."""
+    options = CheckOptions(vectorize=FORCE)
+    _, plan = plan_check(_no_differentiable_output(0), (_x(12, 3),), options, SerialExecutor())
+    (stage,) = [s for s in plan.stages if isinstance(s, BatchedComparison)]
+    assert isinstance(stage.exact, ZeroNumericalJacobian)
+    assert {plan.units[u].spot_tolerance for g in stage.batched.numerical for u in g} == {(0.0, 0.0)}
 
 
 def test_a_decision_is_remembered_for_another_sample_of_the_op():
