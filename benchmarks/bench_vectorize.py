@@ -128,7 +128,7 @@ def cases(args):
     from distcheck.suites import Selection, get_suite
 
     suite = get_suite("torch-opinfo", "slow")
-    ops = () if args.all else tuple(args.ops.split(","))
+    ops = None if args.all else tuple(args.ops.split(","))
     selection = Selection(checks=tuple(args.checks.split(",")), dtypes=tuple(args.dtypes.split(",")), ops=ops)
     infos = [info for info in select(suite, selection) if info.status == "run"]
     return suite, infos[:: args.every]

@@ -33,7 +33,7 @@ import math
 import threading
 import time
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from distcheck.engines import Engine
@@ -65,11 +65,13 @@ _OP_REASONS = {
 @dataclass(frozen=True)
 class Decision:
     """A workload's batch size (0: element by element, for ``reason``), and the time one batch
-    took when it was measured."""
+    took when it was measured; ``trial``: that batch's result (the workload's first batch, as
+    the plan makes it: its first unit carries it), never remembered."""
 
     batch: int = 0
     reason: Fallback | None = None
     seconds: float | None = None
+    trial: Any = field(default=None, compare=False, repr=False)
 
 
 _lock = threading.Lock()
@@ -95,7 +97,7 @@ def _recall(key: Hashable | None) -> Decision | None:
 def _remember(key: Hashable | None, decision: Decision) -> Decision:
     if key is not None:
         with _lock:
-            _remembered[key] = decision
+            _remembered[key] = replace(decision, trial=None)
             while len(_remembered) > _REMEMBERED:
                 _remembered.popitem(last=False)
     return decision
@@ -191,40 +193,48 @@ def _reads_elsewhere(engine: Engine, subject: Subject, unit: NumericalColumns) -
 def _measure(
     policy: Batching, engine: Engine, subject: Subject, unit: Any, batch: int, tolerance: tuple[float, float]
 ) -> Decision:
-    """Time the loop on :data:`LOOP_ITEMS` items, then (if the workload is worth it) one batch.
-    The engine's global RNG is left as it was (a function that draws random numbers)."""
+    """Time the loop on :data:`LOOP_ITEMS` items, then (if the workload is worth it) one batch,
+    the workload's first. The engine's global RNG is left as it was (a function that draws
+    random numbers)."""
     items = unit.stop - unit.start
     state = engine.rng_state()
     try:
         loop = _timed(engine, subject, replace(unit, stop=unit.start + min(LOOP_ITEMS, items)))
         if isinstance(loop, Exception):  # the loop itself fails: the exact path says how
             return Decision(reason=Fallback.FAILURE)
-        per_item = loop / min(LOOP_ITEMS, items)
+        per_item = loop.seconds / min(LOOP_ITEMS, items)
         if per_item * items < policy.min_seconds:
             return Decision(reason=Fallback.SMALL)
         trial = replace(unit, stop=unit.start + batch, batch=batch, spot_tolerance=tolerance)
         budget = FASTER * per_item * batch
-        seconds = _timed(engine, subject, trial)
-        if not isinstance(seconds, Exception) and seconds > budget:  # a first call's one-off costs
-            seconds = min(seconds, _timed(engine, subject, trial))
+        timed = _timed(engine, subject, trial)
+        if not isinstance(timed, Exception) and timed.seconds > budget:  # a first call's one-off costs
+            again = _timed(engine, subject, trial)
+            timed = again if isinstance(again, Exception) or again.seconds < timed.seconds else timed
     finally:
         if state is not None:
             engine.set_rng_state(state)
-    if isinstance(seconds, BatchRefused):
-        return Decision(reason=seconds.reason)
-    if isinstance(seconds, EngineCapabilityError):
+    if isinstance(timed, BatchRefused):
+        return Decision(reason=timed.reason)
+    if isinstance(timed, EngineCapabilityError):
         return Decision(reason=Fallback.NO_VMAP)
-    if isinstance(seconds, Exception):
-        return Decision(reason=engine.batching_failure(seconds))
-    if seconds > budget:
-        return Decision(reason=Fallback.SLOWER, seconds=seconds)
-    return Decision(batch, seconds=seconds)
+    if isinstance(timed, Exception):
+        return Decision(reason=engine.batching_failure(timed))
+    if timed.seconds > budget:
+        return Decision(reason=Fallback.SLOWER, seconds=timed.seconds)
+    return Decision(batch, seconds=timed.seconds, trial=timed.value)
 
 
-def _timed(engine: Engine, subject: Subject, unit: Any) -> float | Exception:
-    """Seconds of CPU ``unit`` takes on one intra-op thread, or the exception it raised. CPU, not
-    wall time: on a shared machine a batch, longer than the loop's few items, is more often
-    waiting for a core, and would look slower than it is."""
+@dataclass(frozen=True)
+class _Timed:
+    seconds: float
+    value: Any
+
+
+def _timed(engine: Engine, subject: Subject, unit: Any) -> _Timed | Exception:
+    """Seconds of CPU ``unit`` takes on one intra-op thread and its result, or the exception it
+    raised. CPU, not wall time: on a shared machine a batch, longer than the loop's few items,
+    is more often waiting for a core, and would look slower than it is."""
     start = time.process_time()
     result = execute(unit, subject, threads=1)
-    return result.error if result.error is not None else time.process_time() - start
+    return result.error if result.error is not None else _Timed(time.process_time() - start, result.value)

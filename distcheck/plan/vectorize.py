@@ -157,11 +157,18 @@ class _Batcher:
             return decision.reason
         size = decision.batch
         count = math.ceil(whole.stop / size)
-        ranges = self.policy.chunks(Workload(count, decision.seconds, _result_bytes(whole) * size)) or [(0, count)]
         start = len(self.made)
-        for a, b in ranges:
-            stop = min(b * size, whole.stop)
-            self.made.append(replace(whole, start=a * size, stop=stop, batch=size, spot_tolerance=tolerance))
+        first = 0
+        if decision.trial is not None:  # the first batch, computed while deciding
+            self.made.append(replace(whole, stop=size, batch=size, spot_tolerance=tolerance, computed=decision.trial))
+            first = 1
+        if count > first:
+            work = Workload(count - first, decision.seconds, _result_bytes(whole) * size)
+            for a, b in self.policy.chunks(work) or [(0, count - first)]:
+                stop = min((first + b) * size, whole.stop)
+                self.made.append(
+                    replace(whole, start=(first + a) * size, stop=stop, batch=size, spot_tolerance=tolerance)
+                )
         return tuple(range(start, len(self.made)))
 
 

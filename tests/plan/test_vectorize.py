@@ -401,6 +401,26 @@ def test_a_zero_jacobians_batches_are_spot_checked_bit_for_bit():
     assert {plan.units[u].spot_tolerance for g in stage.batched.numerical for u in g} == {(0.0, 0.0)}
 
 
+def test_the_batch_timed_while_planning_is_the_plans_first_batch():
+    """The batch a measured decision timed is not computed again: the workload's first unit
+    carries it, and it holds exactly what running that unit gives."""
+    from dataclasses import replace
+
+    from distcheck.plan.units import execute
+
+    func = lambda a, b: (a * b).sin() * a  # noqa: E731
+    options = CheckOptions(vectorize=MEASURED)
+    _, plan = plan_check(func, (_x(40), _x(40, seed=1)), options, SerialExecutor())
+    carried = [u for u in plan.units if getattr(u, "computed", None) is not None]
+    assert carried and all(u.start == 0 and u.stop == u.batch for u in carried)
+    for unit in carried:
+        again = execute(replace(unit, computed=None), plan.subject).unwrap()
+        blocks = (lambda r: r.blocks) if isinstance(unit, AnalyticalRows) else (lambda r: r)
+        for kept, made in zip(blocks(unit.computed), blocks(again)):
+            assert (kept is None and made is None) or (kept == made).all()
+    assert batch_choice._recall(next(iter(batch_choice._remembered))).trial is None  # not kept per process
+
+
 def test_a_decision_is_remembered_for_another_sample_of_the_op():
     """A vmap error found once is not paid for again: the second check plans without a trial."""
     func = lambda b: b.sin() * (1 + 0 * b.sum().item())  # noqa: E731

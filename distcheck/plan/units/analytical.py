@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ class AnalyticalRows(_Range):
     vector: str | None = None
     batch: int = 0  # > 0: rows computed that many at a time, vectorized (see units/batches.py)
     spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
+    computed: Any = field(default=None, compare=False, repr=False)  # see batches.computed_once
 
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
         if self.batch:
@@ -76,6 +78,7 @@ class ForwardColumns(_Range):
     vector: str | None = None
     batch: int = 0  # > 0: columns computed that many at a time, vectorized (see units/batches.py)
     spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
+    computed: Any = field(default=None, compare=False, repr=False)  # see batches.computed_once
 
     def run(self, engine: Engine, subject: Subject) -> ColumnsResult:
         if self.batch:

@@ -42,6 +42,17 @@ class BatchRefused(AssertionError):
         return type(self), (self.reason, str(self))
 
 
+def computed_once(unit_run: Callable[[Any, Engine, Subject], Any]) -> Callable[[Any, Engine, Subject], Any]:
+    """``unit_run``, unless the unit carries its result (``unit.computed``: the batch that its
+    check timed while planning, the same unit on the same subject, one thread): that is returned."""
+
+    @functools.wraps(unit_run)
+    def run(unit: Any, engine: Engine, subject: Subject) -> Any:
+        return unit.computed if unit.computed is not None else unit_run(unit, engine, subject)
+
+    return run
+
+
 def refusing_draws(unit_run: Callable[[Any, Engine, Subject], Any]) -> Callable[[Any, Engine, Subject], Any]:
     """``unit_run`` that leaves the engine's global RNG as it found it, and raises
     :class:`BatchRefused` if it moved it."""
@@ -84,6 +95,7 @@ def _spot_check(batched: np.ndarray, exact: np.ndarray | None, tolerance: tuple[
         )
 
 
+@computed_once
 @refusing_draws
 def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
     """A :class:`~distcheck.plan.units.NumericalColumns` unit's blocks, batch by batch."""
@@ -105,6 +117,7 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
     return blocks
 
 
+@computed_once
 @refusing_draws
 def analytical_rows(unit: Any, engine: Engine, subject: Subject) -> RowsResult:
     """An :class:`~distcheck.plan.units.AnalyticalRows` unit's result, batch by batch, each
@@ -126,6 +139,7 @@ def analytical_rows(unit: Any, engine: Engine, subject: Subject) -> RowsResult:
     return RowsResult.of(runs)
 
 
+@computed_once
 @refusing_draws
 def forward_columns(unit: Any, engine: Engine, subject: Subject) -> ColumnsResult:
     """A :class:`~distcheck.plan.units.ForwardColumns` unit's result, batch by batch."""

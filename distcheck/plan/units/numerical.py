@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ class NumericalColumns:
     sparse: bool = False  # columns are the input's specified values: return their dense rows too
     batch: int = 0  # > 0: columns computed that many at a time, vectorized (see units/batches.py)
     spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
+    computed: Any = field(default=None, compare=False, repr=False)  # see batches.computed_once
 
     @property
     def size(self) -> int:
