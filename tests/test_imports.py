@@ -93,3 +93,18 @@ def test_the_package_has_no_import_cycle():
 @pytest.mark.parametrize("name", sorted(m for m in modules() if m.startswith("distcheck.runner")))
 def test_every_runner_module_imports(name):
     importlib.import_module(name)
+
+
+@pytest.mark.parametrize("below", ["distcheck.records", "distcheck.storage"])
+def test_what_a_run_says_and_where_it_is_kept_lie_below_the_runner(below):
+    """Records and storage are read by the runner, the reports, the history and the command
+    line: they import none of them."""
+    above = ("distcheck.runner", "distcheck.reports", "distcheck.history", "distcheck.cli")
+    upward = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if name == below or name.startswith(below + ".")
+        for target in targets
+        if target.startswith(above)
+    }
+    assert upward == set()

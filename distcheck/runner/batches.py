@@ -6,7 +6,7 @@ A :class:`CaseList` holds the cases of a group's listing, or of a batch of work,
 id texts and one blob of the :class:`~distcheck.suites.base.CaseInfo` objects (made once, where
 the cases were made); the objects are unpickled only where they are read (a runner, which runs
 them; the driver only when a runner is lost or a case is split). Records travel as
-:class:`~distcheck.runner.records.RecordBatch` columns, for the same reason.
+:class:`~distcheck.records.case_record.RecordBatch` columns, for the same reason.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, replace
 
 from distcheck.kinds import DeathKind
-from distcheck.runner.records import ERROR, CaseRecord
+from distcheck.records.case_record import ERROR, CaseRecord
 
 NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = (
     DeathKind.NODE_LOST,

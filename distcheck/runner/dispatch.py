@@ -21,6 +21,7 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distcheck.executors.ray_executor import WARM_TIMEOUT, cluster_cpus, cluster_gpus, ensure_ray
+from distcheck.records.case_record import RecordBatch
 from distcheck.runner import hash_seed, messages
 from distcheck.runner.deaths import classify
 from distcheck.runner.gpus import is_cuda, placement, ray_runners
@@ -28,7 +29,6 @@ from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.policy import load_policy
 from distcheck.runner.pool import Runners, group_error
 from distcheck.runner.protocols import Sink
-from distcheck.runner.records import RecordBatch
 from distcheck.runner.split.cases import SplitCases
 from distcheck.runner.split.coordinator import coordinators
 from distcheck.runner.work_queue import Enumeration, WorkQueue

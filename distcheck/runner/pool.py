@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import ray
 
+from distcheck.records.case_record import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.batches import CaseList
 from distcheck.runner.case import timeout_record
 from distcheck.runner.deaths import NODE_LOST, Deaths, WorkerDeath
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
 from distcheck.runner.protocols import Sink
-from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.split.chunks import Chunk
 from distcheck.runner.worker import careful, runner
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo

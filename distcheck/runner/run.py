@@ -26,14 +26,15 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
-from distcheck.runner.artifacts import BlockStore
+from distcheck.records.case_record import CaseRecord
+from distcheck.records.listener import Listener
+from distcheck.records.result import RunResult
 from distcheck.runner.collector import Collector
 from distcheck.runner.gpus import check_gpus_per_runner, check_local
 from distcheck.runner.options import RunConfig, RunOptions
-from distcheck.runner.protocols import Dispatcher, Interrupted, Listener
-from distcheck.runner.records import CaseRecord
+from distcheck.runner.protocols import Dispatcher, Interrupted
 from distcheck.runner.reruns import rerun
-from distcheck.runner.result import RunResult
+from distcheck.storage.blocks import BlockStore
 from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
 
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from distcheck.records.case_record import RecordBatch
 from distcheck.runner.case import recorded, run_case, timeout_record
-from distcheck.runner.records import RecordBatch
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 if TYPE_CHECKING:

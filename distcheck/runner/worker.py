@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 
 import ray
 
+from distcheck.records.case_record import CaseRecord, RecordBatch
 from distcheck.runner.batches import CaseList
 from distcheck.runner.case import Outcome, SplitRequest, prepare, recorded, run_case
 from distcheck.runner.messages import ChunkDone, ChunkStarted, Finished, Idle, Listed, Ready, Soon, Started, Unlisted
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
-from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.split.chunks import Chunk, run_chunk
 from distcheck.suites.base import CaseInfo
 
