@@ -1,6 +1,6 @@
 """``distcheck run``: run a suite's checks, recorded in a run folder; ``--resume`` finishes an
 interrupted run. Signals are handled by ``runner.signals``, the plan of a resumed run made by
-``runner.resume``."""
+:mod:`distcheck.cli.run_plan`."""
 
 from __future__ import annotations
 

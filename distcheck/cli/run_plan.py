@@ -1,5 +1,5 @@
 """A run ready to start: its suite, selection, options and open run folder. For a resumed run all
-of it but where it runs is read back from the folder (see ``runner.store``)."""
+of it but where it runs is read back from the folder (see :mod:`distcheck.storage.run_folder`)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def prepare(suite: Suite) -> None:
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
     inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison;
-    ``traceback``: an error's, bounded (see :func:`~.tracebacks.traceback_of`); ``counts``: what
+    ``traceback``: an error's, bounded (see :func:`~distcheck.records.tracebacks.traceback_of`); ``counts``: what
     its slow-mode Jacobian comparisons were decided on (None: none counted)."""
 
     verdict: Verdict
@@ -169,5 +169,5 @@ def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) ->
     return record, {} if record.blocks is None else {record.blocks: outcome.blocks}
 
 
-def timeout_record(info: CaseInfo, timeout: float | None, seconds: float, tasks: int) -> CaseRecord:
-    return CaseRecord(info.id, TIMEOUT, f"stopped after {timeout:g} s (--timeout)", seconds, tasks)
+def timeout_record(info: CaseInfo, timeout: float | None, seconds: float) -> CaseRecord:
+    return CaseRecord(info.id, TIMEOUT, f"stopped after {timeout:g} s (--timeout)", seconds, 1)

@@ -1,11 +1,8 @@
 """Ray dispatch: the driver only schedules; cases are listed, built and checked on the workers.
-
-The driver puts the suite's groups (an op in a dtype, from metadata: it never generates a
-sample) into the work queue (an actor, :mod:`.work_queue`), from which one runner per worker
-(:mod:`.worker`) takes its items. Then it reads what the runners and the split cases'
-coordinators send (:mod:`.messages`), each message handled in a method of its own; it stops
-the runners silent past the timeout and replaces lost ones (:mod:`.pool`), and starts split
-cases and forwards their chunks' results (:mod:`.split`).
+It feeds the work queue (:mod:`.work_queue`), handles what the runners (:mod:`.worker`) and
+the split cases' coordinators send (:mod:`.messages`) in a method per message, stops the
+runners silent past the timeout and replaces lost ones (:mod:`.pool`), and starts split cases
+and forwards their chunks' results (:mod:`.split`).
 """
 
 from __future__ import annotations

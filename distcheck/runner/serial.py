@@ -80,7 +80,7 @@ class SerialDispatcher:
             with alarm(config.timeout):
                 outcome = run_case(config.suite, info.id, info.fingerprint, config.budget, vectorize=config.vectorize)
         except CaseTimeout:
-            sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start, tasks=1)]))
+            sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start)]))
             return
         record, blocks = recorded(info, outcome, 1, config.keeps_blocks)
         config.store(blocks)

@@ -135,7 +135,7 @@ class SplitCases:
                 self.pool.kill(generator)
                 del self.running[generator]
                 stop += ray.get(self.end(split))
-                self.sink.emit(RecordBatch([timeout_record(split.case, timeout, now - split.since, tasks=1)]))
+                self.sink.emit(RecordBatch([timeout_record(split.case, timeout, now - split.since)]))
         return stop
 
     def stop(self) -> None:
