@@ -95,11 +95,21 @@ def test_every_runner_module_imports(name):
     importlib.import_module(name)
 
 
-@pytest.mark.parametrize("below", ["distcheck.records", "distcheck.storage"])
-def test_what_a_run_says_and_where_it_is_kept_lie_below_the_runner(below):
-    """Records and storage are read by the runner, the reports, the history and the command
-    line: they import none of them."""
-    above = ("distcheck.runner", "distcheck.reports", "distcheck.history", "distcheck.cli")
+READERS = ("distcheck.reports", "distcheck.history", "distcheck.cli")
+
+
+@pytest.mark.parametrize(
+    ("below", "above"),
+    [
+        ("distcheck.records", ("distcheck.storage", "distcheck.runner", *READERS)),
+        ("distcheck.storage", ("distcheck.runner", *READERS)),
+        ("distcheck.runner", READERS),
+    ],
+)
+def test_what_a_run_says_where_it_is_kept_and_the_runner_lie_below_their_readers(below, above):
+    """Records (what a run says) lie below storage (where it is kept), both below the runner
+    (which makes them), and all three below the reports, the history and the command line
+    (which read them): no module of a lower layer imports a higher one."""
     upward = {
         (name, target)
         for name, targets in import_graph().items()
