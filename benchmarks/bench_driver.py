@@ -147,10 +147,10 @@ def synthetic_recording(path: str, cases: int, seconds: float) -> None:
 def replay_once(address: str, cases: int, workers: int, wall: float) -> tuple[int, float, float]:
     """One replay run of ``cases`` cases taking ``wall`` seconds on ``workers``, the driver in
     this process, with the listeners and reports ``distcheck run`` has: ``(cases, CPU s, wall s)``."""
+    from distcheck.records.listener import Listeners
     from distcheck.reports import console, json_report
     from distcheck.runner import RunOptions, run_suite
-    from distcheck.runner.protocols import Listeners
-    from distcheck.runner.store import REPORT, RunWriter, run_start
+    from distcheck.storage.run_folder import REPORT, RunWriter, run_start
     from distcheck.suites.base import Selection
     from distcheck.suites.replay import replay_suite
 
@@ -181,11 +181,11 @@ def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
     report a runner sends for each (it starts the group, lists it and runs it whole)."""
     import pickle
 
+    from distcheck.records.case_record import RecordBatch
     from distcheck.runner.batches import CaseList
     from distcheck.runner.case import Outcome, to_record
     from distcheck.runner.messages import Finished, Listed, Started
     from distcheck.runner.policy import Item
-    from distcheck.runner.records import RecordBatch
     from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
 
     groups, reports = [], []
@@ -210,16 +210,16 @@ def offline_once(cases: int) -> tuple[int, float]:
     import pickle
     import types
 
+    from distcheck.records.listener import Listeners
+    from distcheck.records.result import RunResult
     from distcheck.reports import console, json_report
     from distcheck.runner.collector import Collector
     from distcheck.runner.dispatch import Dispatch, RayDispatcher
     from distcheck.runner.options import RunConfig, RunOptions
     from distcheck.runner.pool import Runners
-    from distcheck.runner.protocols import Listeners
-    from distcheck.runner.result import RunResult
     from distcheck.runner.split.cases import SplitCases
-    from distcheck.runner.store import REPORT, RunWriter
     from distcheck.runner.work_queue import Enumeration
+    from distcheck.storage.run_folder import REPORT, RunWriter
     from distcheck.suites.base import Selection
 
     groups, reports = runner_reports(cases)

@@ -41,10 +41,10 @@ from distcheck.history.night_run import CODES, NightRun, RunHeader, from_loaded,
 from distcheck.history.render import formatted  # noqa: E402
 from distcheck.history.store import HistoryStore  # noqa: E402
 from distcheck.history.table import Scope, build  # noqa: E402
+from distcheck.records.case_record import CaseRecord  # noqa: E402
+from distcheck.records.result import RunResult  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.reports.load import load_run  # noqa: E402
-from distcheck.runner.records import CaseRecord  # noqa: E402
-from distcheck.runner.result import RunResult  # noqa: E402
 from distcheck.suites.base import CHECK_KINDS, CaseId  # noqa: E402
 
 TARGETS = {"add": 10.0, "query": 5.0, "size": 1.0}  # seconds, seconds, GB

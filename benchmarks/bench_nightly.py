@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from distcheck.records.case_record import FAIL, PASS, SKIPPED, XFAIL  # noqa: E402
 from distcheck.reports.load import load_run  # noqa: E402
 from distcheck.reports.pytorch_junit import by_test  # noqa: E402
-from distcheck.runner.records import FAIL, PASS, SKIPPED, XFAIL  # noqa: E402
 from distcheck.suites.torch_opinfo.pytorch_names import BACKWARD_FILE, FORWARD_FILE, TESTS, pytorch_test  # noqa: E402
 
 FILES = (BACKWARD_FILE, FORWARD_FILE)

@@ -31,9 +31,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from distcheck.records.case_record import CaseRecord, RecordBatch  # noqa: E402
 from distcheck.runner import RunOptions, run_suite  # noqa: E402
-from distcheck.runner.records import CaseRecord, RecordBatch  # noqa: E402
-from distcheck.runner.store import RunWriter, run_start  # noqa: E402
+from distcheck.storage.run_folder import RunWriter, run_start  # noqa: E402
 from distcheck.suites import Selection, get_suite  # noqa: E402
 from distcheck.suites.base import CaseId  # noqa: E402
 

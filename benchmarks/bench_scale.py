@@ -43,11 +43,11 @@ from benchmarks.sim import calibration  # noqa: E402
 from benchmarks.sim.model import predict  # noqa: E402
 from benchmarks.sim.workload import from_recording  # noqa: E402
 from distcheck.executors.ray_executor import ensure_ray  # noqa: E402
+from distcheck.records.case_record import CaseRecord, RecordBatch  # noqa: E402
+from distcheck.records.listener import Listener  # noqa: E402
+from distcheck.records.result import RunResult  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
-from distcheck.runner.protocols import Listener  # noqa: E402
-from distcheck.runner.records import CaseRecord, RecordBatch  # noqa: E402
-from distcheck.runner.result import RunResult  # noqa: E402
 from distcheck.suites.base import Selection, UsageError  # noqa: E402
 from distcheck.suites.replay import ReplaySuite, replay_suite  # noqa: E402
 
@@ -210,7 +210,7 @@ def recorded_durations(suite: ReplaySuite) -> dict:
     nightly passes the previous night's report; none for a runner without durations."""
     if "durations" not in {f.name for f in dataclasses.fields(RunOptions)}:
         return {}  # the runner before issue 12's dispatcher
-    from distcheck.runner.durations import Durations
+    from distcheck.storage.durations import Durations
 
     return {"durations": Durations({str(c.id): c.seconds * suite.scale for c in suite.recording().cases})}
 

@@ -51,12 +51,12 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 
 from distcheck.executors.ray_executor import ensure_ray, local_cpus  # noqa: E402
+from distcheck.records.case_record import CaseRecord  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.reports.console import ConsoleProgress, summary  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
 from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
 from distcheck.runner.judge import judge  # noqa: E402
-from distcheck.runner.records import CaseRecord  # noqa: E402
 from distcheck.runner.run import select  # noqa: E402
 from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
 from distcheck.suites.checkers import torch_checker  # noqa: E402

@@ -79,7 +79,7 @@ def _wait(name: str, started: dict, walls: dict) -> None:
 
 def compare(root: str, walls: dict[str, float]) -> int:
     from distcheck.reduce.counts import BatchCounts
-    from distcheck.runner.store import read_run
+    from distcheck.storage.run_folder import read_run
 
     logs = {name: read_run(os.path.join(root, name)) for name in RUNS}
     verdicts = {name: {r.id: str(r.verdict) for r in log.records} for name, log in logs.items()}

@@ -93,3 +93,28 @@ def test_the_package_has_no_import_cycle():
 @pytest.mark.parametrize("name", sorted(m for m in modules() if m.startswith("distcheck.runner")))
 def test_every_runner_module_imports(name):
     importlib.import_module(name)
+
+
+READERS = ("distcheck.reports", "distcheck.history", "distcheck.cli")
+
+
+@pytest.mark.parametrize(
+    ("below", "above"),
+    [
+        ("distcheck.records", ("distcheck.storage", "distcheck.runner", *READERS)),
+        ("distcheck.storage", ("distcheck.runner", *READERS)),
+        ("distcheck.runner", READERS),
+    ],
+)
+def test_what_a_run_says_where_it_is_kept_and_the_runner_lie_below_their_readers(below, above):
+    """Records (what a run says) lie below storage (where it is kept), both below the runner
+    (which makes them), and all three below the reports, the history and the command line
+    (which read them): no module of a lower layer imports a higher one."""
+    upward = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if name == below or name.startswith(below + ".")
+        for target in targets
+        if target.startswith(above)
+    }
+    assert upward == set()

@@ -36,7 +36,7 @@ def test_a_run_s_words_are_today_s_strings():
 
 def test_a_record_serializes_and_reads_back_as_the_strings_of_the_last_version():
     from distcheck.kinds import CheckKind, Verdict
-    from distcheck.runner.records import CaseRecord
+    from distcheck.records.case_record import CaseRecord
     from distcheck.suites.base import CaseId
 
     # a record line as the version before these types wrote it

@@ -55,10 +55,10 @@ from distcheck.plan.chunking import Workload as Items
 from distcheck.plan.comparisons import whole_bytes
 from distcheck.plan.cost_model import CostModel
 from distcheck.runner.default_policy import DefaultPolicy
-from distcheck.runner.durations import Durations
 from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.policy import WorkPolicy
 from distcheck.runner.split.cases import SPLITS_AT_ONCE, split_share
+from distcheck.storage.durations import Durations
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo, Selection
 
 GROUP, BATCH, CHUNK, BLOCK = "group", "batch", "chunk", "block"

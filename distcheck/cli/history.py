@@ -84,8 +84,8 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
     from distcheck.history.store import HistoryStore
     from distcheck.history.table import Scope, build
     from distcheck.reports.load import load_run
-    from distcheck.runner.preflight import check_writable
     from distcheck.storage import location
+    from distcheck.storage.writable import check_writable
 
     if args.verdict and args.all:
         raise UsageError("--verdict chooses cases, --all takes every case: give one of them")

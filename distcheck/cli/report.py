@@ -61,7 +61,7 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
 
 def loaded_result(run):
     """The :class:`RunResult` of a loaded run, for its console summary."""
-    from distcheck.runner.result import RunResult
+    from distcheck.records.result import RunResult
 
     info = run.info
     return RunResult(

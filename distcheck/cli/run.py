@@ -1,6 +1,6 @@
 """``distcheck run``: run a suite's checks, recorded in a run folder; ``--resume`` finishes an
 interrupted run. Signals are handled by ``runner.signals``, the plan of a resumed run made by
-``runner.resume``."""
+:mod:`distcheck.cli.run_plan`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from distcheck.cli.arguments import check_selected, positive, selection, selection_arguments, suite, suite_options
 from distcheck.cli.history import check_store, of_run
 from distcheck.cli.report import check_junit_names, report_options, write_files
-from distcheck.runner.protocols import Listener
+from distcheck.records.listener import Listener
 from distcheck.suites import UsageError, spec_of
 
 RESUME_KEEPS = (
@@ -130,14 +130,14 @@ def add_parser(commands) -> None:
 
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
+    from distcheck.records.listener import Listeners
     from distcheck.reports import console, json_report
     from distcheck.reports.load import LoadedRun
-    from distcheck.runner.artifacts import BlockStore
-    from distcheck.runner.protocols import Listeners
     from distcheck.runner.run import run_suite
     from distcheck.runner.signals import StopOnSignal
-    from distcheck.runner.store import REPORT
     from distcheck.storage import location
+    from distcheck.storage.blocks import BlockStore
+    from distcheck.storage.run_folder import REPORT
 
     plan = _plan(args, ["distcheck", *argv])
     _check_local_device(plan)
@@ -180,12 +180,12 @@ def execute(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _plan(args: argparse.Namespace, command: list[str]):
     """Check everything that can be checked before a case runs; open the run folder."""
-    from distcheck.runner.durations import load_durations
+    from distcheck.cli.run_plan import plan_new, plan_resume
     from distcheck.runner.options import RunOptions
     from distcheck.runner.policy import load_policy
-    from distcheck.runner.preflight import check_creatable, check_writable
-    from distcheck.runner.resume import plan_new, plan_resume
-    from distcheck.runner.store import default_folder
+    from distcheck.storage.durations import load_durations
+    from distcheck.storage.run_folder import default_folder
+    from distcheck.storage.writable import check_creatable, check_writable
 
     _check_conflicts(args)
     for path, what in ((args.json, "JSON report"), (args.junit, "JUnit XML"), (args.html, "HTML report")):

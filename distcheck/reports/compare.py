@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distcheck.records.case_record import BAD, FLAKY, XPASS, CaseRecord
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import BAD, FLAKY, XPASS, CaseRecord
 
 FAILING = (*BAD, FLAKY)
 SLOWER_FACTOR, SLOWER_SECONDS = 2.0, 1.0

@@ -16,11 +16,11 @@ import time
 from collections.abc import Mapping
 from typing import TextIO
 
+from distcheck.records.case_record import BAD, CaseRecord, RecordBatch
+from distcheck.records.listener import Listener
+from distcheck.records.record_list import RecordList
+from distcheck.records.result import RunResult
 from distcheck.reports import repro
-from distcheck.runner.protocols import Listener
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import BAD, CaseRecord, RecordBatch
-from distcheck.runner.result import RunResult
 
 BAR_WIDTH = 24
 MESSAGE_LINES = 6  # of each failure's message

@@ -17,7 +17,7 @@ import io
 import numpy as np
 
 from distcheck.reduce.failure_blocks import FailureBlocks
-from distcheck.runner.artifacts import CaseBlocks
+from distcheck.storage.blocks import CaseBlocks
 
 DPI = 100
 PANEL_INCHES = (4.8, 4.2)  # width, height of one panel

@@ -28,12 +28,12 @@ import platform
 from collections import Counter
 from typing import TextIO
 
+from distcheck.records.case_record import VERDICTS, CaseRecord
 from distcheck.reports import heatmaps, repro
 from distcheck.reports.compare import FAILING, first_line
 from distcheck.reports.load import LoadedRun
-from distcheck.runner import artifacts
-from distcheck.runner.records import VERDICTS, CaseRecord
 from distcheck.storage import location
+from distcheck.storage.blocks import load as load_blocks
 from distcheck.suites.base import CHECK_KINDS, CaseId
 
 TABLE_ROWS = 1000
@@ -236,7 +236,7 @@ def _pictures(run: LoadedRun, record: CaseRecord) -> str:
     path = run.blocks_path(record)
     if path is None:
         return ""
-    blocks = artifacts.load(io.BytesIO(location.read_bytes(path)))  # a local file or an object
+    blocks = load_blocks(io.BytesIO(location.read_bytes(path)))  # a local file or an object
     data = base64.b64encode(heatmaps.figure_png(blocks)).decode()
     alt = f"heatmaps of the Jacobian blocks of {record.id}"
     return (

@@ -15,8 +15,8 @@ import platform
 from collections.abc import Mapping
 from typing import Any
 
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.result import RunResult
+from distcheck.records.record_list import RecordList
+from distcheck.records.result import RunResult
 from distcheck.storage import location
 
 Start = Mapping[str, Any] | None  # the run folder's RunStart line

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from typing import TextIO
 from xml.sax.saxutils import escape, quoteattr
 
+from distcheck.records.case_record import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, XPASS, CaseRecord
+from distcheck.records.record_list import RecordList
 from distcheck.reports import repro
 from distcheck.reports.compare import FLAKY
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, XFAIL, XPASS, CaseRecord
 from distcheck.storage import location
 from distcheck.suites.base import CHECK_KINDS
 

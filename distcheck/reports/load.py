@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from distcheck.runner.records import CaseRecord
+from distcheck.records.case_record import CaseRecord
 from distcheck.storage import location, segments
 from distcheck.suites.base import CaseId, UsageError
 

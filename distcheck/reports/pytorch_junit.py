@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TextIO
 
+from distcheck.records.case_record import FAIL, PASS, SKIPPED, XFAIL, XPASS, CaseRecord
 from distcheck.reports import junit
-from distcheck.runner.records import FAIL, PASS, SKIPPED, XFAIL, XPASS, CaseRecord
 from distcheck.suites.torch_opinfo.pytorch_names import PyTorchTest, pytorch_test_of
 
 FINE = (PASS, SKIPPED, XFAIL)  # verdicts under which a PyTorch test does not fail

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 
 from distcheck.devices import DEVICE_TYPES
-from distcheck.runner.records import CaseRecord
+from distcheck.records.case_record import CaseRecord
 from distcheck.suites import DEFAULT_SUITE, CaseId, get_suite, suite_names
 from distcheck.suites.base import SEPARATOR, BuiltCase, UsageError
 

@@ -1,12 +1,7 @@
 """Cases as they travel between the driver and the runners of a Ray run: the driver hears of
-every case of a run, so it must not make (or unpickle) an object per case where it only has to
-count, name or order the cases.
-
-A :class:`CaseList` holds the cases of a group's listing, or of a batch of work, pickled as their
-id texts and one blob of the :class:`~distcheck.suites.base.CaseInfo` objects (made once, where
-the cases were made); the objects are unpickled only where they are read (a runner, which runs
-them; the driver only when a runner is lost or a case is split). Records travel as
-:class:`~distcheck.runner.records.RecordBatch` columns, for the same reason.
+every case, so it must not make (or unpickle) an object per case where it only counts, names
+or orders them; records travel as :class:`~distcheck.records.case_record.RecordBatch` columns
+for the same reason.
 """
 
 from __future__ import annotations

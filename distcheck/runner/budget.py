@@ -1,21 +1,11 @@
 """Budgets: a case's size and time, estimated before it runs, decide how (and whether) it runs.
 
-A slow-mode check holds dense Jacobians: a numerical and an analytical one of
-(input elements × output elements) entries. The estimate evaluates the function once (for
-cases that are not tiny, it also times a few evaluations and backward passes) and counts
-
-- memory: 2 · Σ input numel · Σ output numel · itemsize (16 bytes for complex, 8 otherwise),
-  twice that where an output is complex (its real and imaginary parts are checked each, with
-  Jacobians of their own), for the largest call of the case (gradgradcheck checks the derived function
-  ``(inputs, grad_outputs) -> grads``: Σ (input + output) numel × Σ input numel);
-- time: central differences cost 2 evaluations per input element (4 if complex), analytical
-  rows 2 backward passes per output element (twice more for complex outputs: real and
-  imaginary parts); forward-mode columns one JVP (about 2 evaluations) each. Fast-mode calls
-  hold no Jacobian and cost a handful of evaluations.
-
-Over the memory budget a case is skipped, with the estimate as the reason; above the split
-threshold (seconds of work) a distributed runner cuts it into Jacobian chunks instead of
-running it whole in one task — unless its Jacobians are large, see :class:`Budget`.
+A slow-mode check holds a numerical and an analytical Jacobian of (input elements × output
+elements) entries (each for the real and imaginary parts of a complex output; gradgradcheck's
+of its derived function): the estimate evaluates the function once, times a few evaluations and
+backward passes for cases that are not tiny, and counts both from torch's evaluations and
+backward passes per element (:func:`_call_estimate`). Over the memory budget a case is skipped,
+with the estimate as the reason; above the split threshold it splits (see :class:`Budget`).
 """
 
 from __future__ import annotations
@@ -168,14 +158,8 @@ def has_slow_calls(case: BuiltCase) -> bool:
 
 @dataclass(frozen=True)
 class Budget:
-    """``max_bytes``: a case whose Jacobians need more is skipped. A case estimated at more
-    than ``split_seconds`` of work is split into Jacobian chunks (None: never split), unless its
-    Jacobians exceed ``split_max_bytes`` — outside Ray: on a Ray cluster a long case splits
-    whatever its Jacobians' size up to ``cluster_bytes`` (the nodes' memory), its Jacobians
-    compared block by block on the workers, and above it is skipped; a short case that would
-    hold more than the block budget (``block_bytes``) checked in one process (see
-    :func:`~distcheck.plan.comparisons.serial_bytes`), its Jacobians within ``max_bytes``, splits
-    too. ``device_memory``:
+    """``max_bytes``: a case whose Jacobians need more is skipped; ``split_seconds``: a case
+    estimated at more work splits (None: never), see :meth:`decide`; ``device_memory``:
     ``max_bytes`` is the default, and a case on a GPU gets a quarter of that GPU's memory
     instead (read where it runs, see :meth:`on_device`)."""
 
@@ -206,10 +190,10 @@ class Budget:
 
     def decide(self, estimate: Estimate) -> tuple[Decision, str]:
         """``(decision, reason)``. On a Ray cluster a long case splits whatever its Jacobians'
-        size (they are compared block by block on the workers), up to the cluster's memory; so
-        does a short one that checked in one process would exceed the block budget (within
-        ``max_bytes``: above it, a short case is skipped as outside Ray), so that no process
-        holds more than that budget of Jacobians."""
+        size (compared block by block on the workers) up to the cluster's memory, and so does
+        a short one that checked in one process would hold more than the block budget (within
+        ``max_bytes``); no process holds more than that budget of Jacobians. Outside Ray a long
+        case splits only if its Jacobians are within ``split_max_bytes``."""
         splits = self.split_seconds is not None
         long = splits and estimate.seconds > self.split_seconds
         held = serial_bytes(estimate.bytes)

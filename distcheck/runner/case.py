@@ -16,12 +16,13 @@ from distcheck.engines import get_engine
 from distcheck.executors import Executor
 from distcheck.executors.serial import SerialExecutor
 from distcheck.kinds import Verdict
+from distcheck.records.case_record import ERROR, SKIPPED, TIMEOUT, CaseRecord
+from distcheck.records.tracebacks import traceback_of
 from distcheck.reduce.counts import BatchCounts
-from distcheck.runner import artifacts, probe
+from distcheck.runner import probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import distcheck_checker, judged, raised
-from distcheck.runner.records import ERROR, SKIPPED, TIMEOUT, CaseRecord
-from distcheck.runner.tracebacks import traceback_of
+from distcheck.storage.blocks import CaseBlocks, bounded, file_name
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 
 _prepared: set[str] = set()
@@ -42,7 +43,7 @@ def prepare(suite: Suite) -> None:
 class Outcome:
     """What running a case where it landed gave: its verdict. ``fingerprint`` is that of the
     inputs actually rebuilt; ``blocks``: the bounded Jacobian blocks of a failed comparison;
-    ``traceback``: an error's, bounded (see :func:`~.tracebacks.traceback_of`); ``counts``: what
+    ``traceback``: an error's, bounded (see :func:`~distcheck.records.tracebacks.traceback_of`); ``counts``: what
     its slow-mode Jacobian comparisons were decided on (None: none counted)."""
 
     verdict: Verdict
@@ -50,7 +51,7 @@ class Outcome:
     seconds: float = 0.0
     fingerprint: str | None = None
     estimate: Estimate | None = None
-    blocks: artifacts.CaseBlocks | None = None
+    blocks: CaseBlocks | None = None
     traceback: str | None = None
     counts: BatchCounts | None = None
 
@@ -129,7 +130,7 @@ def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, execu
         counts = BatchCounts()
         verdict, message, blocks, traceback = judged(built, distcheck_checker(executor, vectorize, counts))
         try:
-            kept = None if blocks is None else artifacts.bounded(blocks)
+            kept = None if blocks is None else bounded(blocks)
         except Exception:  # the blocks are an aid to the verdict: never lose the verdict for them
             kept = None
         seconds = time.perf_counter() - start
@@ -139,7 +140,7 @@ def _run(suite: Suite, case: CaseId, expected: str | None, budget: Budget, execu
 def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = False) -> CaseRecord:
     """The record of a case from its outcome, its fingerprint compared with the listed one.
     ``keep_blocks``: the record names the file of the outcome's failure blocks, if it has some
-    (whoever makes the record sends them to the run's :class:`~.artifacts.BlockStore`)."""
+    (whoever makes the record sends them to the run's :class:`~distcheck.storage.blocks.BlockStore`)."""
     if type(outcome) is not Outcome:
         raise TypeError(f"a case's record is made of its Outcome, not of a {type(outcome).__name__}")
     if outcome.fingerprint is not None and info.fingerprint is not None and outcome.fingerprint != info.fingerprint:
@@ -147,7 +148,7 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = 
             info.id, ERROR, fingerprint_mismatch(info.id, info.fingerprint, outcome.fingerprint), outcome.seconds, tasks
         )
     estimated = None if outcome.estimate is None else outcome.estimate.to_json()
-    blocks = artifacts.file_name(info.key) if keep_blocks and outcome.blocks is not None else None
+    blocks = file_name(info.key) if keep_blocks and outcome.blocks is not None else None
     counts = None if outcome.counts is None else outcome.counts.to_json()
     return CaseRecord(
         info.id,
@@ -168,5 +169,5 @@ def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) ->
     return record, {} if record.blocks is None else {record.blocks: outcome.blocks}
 
 
-def timeout_record(info: CaseInfo, timeout: float | None, seconds: float, tasks: int) -> CaseRecord:
-    return CaseRecord(info.id, TIMEOUT, f"stopped after {timeout:g} s (--timeout)", seconds, tasks)
+def timeout_record(info: CaseInfo, timeout: float | None, seconds: float) -> CaseRecord:
+    return CaseRecord(info.id, TIMEOUT, f"stopped after {timeout:g} s (--timeout)", seconds, 1)

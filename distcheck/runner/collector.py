@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from distcheck.kinds import Status
+from distcheck.records.case_record import CaseRecord, RecordBatch
+from distcheck.records.listener import Listener
+from distcheck.records.record_list import RecordList
 from distcheck.runner.batches import CaseList
-from distcheck.runner.protocols import Listener
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 

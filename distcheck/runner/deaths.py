@@ -1,20 +1,9 @@
-"""Why a Ray task died, and what the dispatch does about it (pure: no Ray calls).
-
-A batch task that ends in a Ray error did not fail its case: something happened to the process
-or the machine running it. The kinds call for different answers:
-
-- **node lost** (the node died or was removed: ``NodeDiedError``, a dead raylet, "the node it
-  was running on is dead or unavailable"): not the case's fault. Its unreported cases run again
-  elsewhere; a case that has lost :data:`MAX_NODE_LOSSES` nodes is reported ``error`` saying so.
-- **out of memory** (Ray's memory monitor killed the worker): ``error`` "out of memory", with
-  the memory figures of Ray's message.
-- **crashed** (the worker process died in the case: a signal, an exit): the case runs once more,
-  alone; then ``error`` with the signal or exit status, and whether the crash reproduced.
-- **cancelled** (the driver cancelled the task: a timeout or an interrupted run) and **other**.
-
-Exceptions are told apart by class name (a Ray task error wraps the cause; Ray renames classes
-between versions more often than it changes these names) and, for node loss, by the message Ray
-gives when it reports a task lost with its node.
+"""Why a Ray task running cases died, and what the dispatch does about it (pure: no Ray calls).
+A node lost is not the case's fault: its cases run again elsewhere, up to
+:data:`MAX_NODE_LOSSES` nodes each; out of memory (Ray's memory monitor) is an ``error`` with
+Ray's figures; a crash reruns the case once, alone, then is an ``error`` saying whether it
+reproduced. Errors are told apart by class name (Ray renames modules more often than these
+classes) and, for node loss, by the message Ray gives.
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 from distcheck.kinds import DeathKind
-from distcheck.runner.records import ERROR, CaseRecord
+from distcheck.records.case_record import ERROR, CaseRecord
 
 NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = (
     DeathKind.NODE_LOST,
@@ -116,8 +105,7 @@ def classify(error: BaseException) -> WorkerDeath:
 class Deaths:
     """Remembers, per case, the nodes it lost and its first crash; decides what comes next."""
 
-    def __init__(self, max_node_losses: int = MAX_NODE_LOSSES):
-        self.max_node_losses = max_node_losses
+    def __init__(self):
         self.node_losses: dict[str, int] = {}
         self.crashes: dict[str, str] = {}
 
@@ -127,9 +115,9 @@ class Deaths:
         exhausted = {}
         for case in cases:
             losses = self.node_losses[case] = self.node_losses.get(case, 0) + 1
-            if losses >= self.max_node_losses:
-                limit = self.max_node_losses
-                exhausted[case] = f"lost {losses} nodes while running this case (at most {limit}): {death.message}"
+            if losses >= MAX_NODE_LOSSES:
+                limit = f"at most {MAX_NODE_LOSSES}"
+                exhausted[case] = f"lost {losses} nodes while running this case ({limit}): {death.message}"
         return exhausted
 
     def died(self, case: str, death: WorkerDeath) -> str | None:

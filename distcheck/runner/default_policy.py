@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from distcheck.runner.durations import Durations
 from distcheck.runner.policy import Item
+from distcheck.storage.durations import Durations
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 if TYPE_CHECKING:

@@ -1,11 +1,8 @@
 """Ray dispatch: the driver only schedules; cases are listed, built and checked on the workers.
-
-The driver puts the suite's groups (an op in a dtype, from metadata: it never generates a
-sample) into the work queue (an actor, :mod:`.work_queue`), from which one runner per worker
-(:mod:`.worker`) takes its items. Then it reads what the runners and the split cases'
-coordinators send (:mod:`.messages`), each message handled in a method of its own; it stops
-the runners silent past the timeout and replaces lost ones (:mod:`.pool`), and starts split
-cases and forwards their chunks' results (:mod:`.split`).
+It feeds the work queue (:mod:`.work_queue`), handles what the runners (:mod:`.worker`) and
+the split cases' coordinators send (:mod:`.messages`) in a method per message, stops the
+runners silent past the timeout and replaces lost ones (:mod:`.pool`), and starts split cases
+and forwards their chunks' results (:mod:`.split`).
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from distcheck.executors.ray_executor import WARM_TIMEOUT, cluster_cpus, cluster_gpus, ensure_ray
+from distcheck.records.case_record import RecordBatch
 from distcheck.runner import hash_seed, messages
 from distcheck.runner.deaths import classify
 from distcheck.runner.gpus import is_cuda, placement, ray_runners
@@ -28,7 +26,6 @@ from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.policy import load_policy
 from distcheck.runner.pool import Runners, group_error
 from distcheck.runner.protocols import Sink
-from distcheck.runner.records import RecordBatch
 from distcheck.runner.split.cases import SplitCases
 from distcheck.runner.split.coordinator import coordinators
 from distcheck.runner.work_queue import Enumeration, WorkQueue

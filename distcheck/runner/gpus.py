@@ -1,18 +1,8 @@
-"""GPUs for a run on device ``cuda``: is there one, how many runners fit, what a CUDA
-out-of-memory says, and the memory budget of a slow-mode case on the device.
-
-- **Serial** (``--serial --device cuda[:N]``): this machine's torch must see the device,
-  otherwise the run stops with one line before any case runs.
-- **Ray**: the cluster's ``GPU`` resource decides. Each runner (and each chunk task of a split
-  case) asks for ``gpus_per_runner`` GPUs (1 by default; 0.25 packs four runners on a GPU): a
-  cluster of G GPUs gets ``min(CPUs, G / gpus_per_runner)`` runners, and Ray's
-  ``CUDA_VISIBLE_DEVICES`` tells each which GPU is its own (its ``cuda``). ``cuda:N`` names a GPU
-  of one machine: on Ray, only ``cuda`` is accepted.
-- **Out of memory**: a case that runs out of device memory is an ``error`` with the device's
-  figures (allocated, reserved, total); the runner frees torch's cache and goes on.
-
-The torch queries sit behind :data:`cuda` (an object with the few methods used here), so that
-tests on a machine without a GPU can put a fake device in its place.
+"""GPUs for a run on device ``cuda`` (docs/cuda.md): is there one (serial: this machine's torch
+must see it; Ray: the cluster's ``GPU`` resource, ``cuda`` only), how many runners fit
+(``min(CPUs, G / gpus_per_runner)``), what a CUDA out-of-memory says, and the memory budget of
+a slow-mode case on the device. The torch queries sit behind :data:`cuda`, so that tests on a
+machine without a GPU can put a fake device in its place.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The verdict of a built case: run its calls with a checker (distcheck's, or a reference's).
-
-- ``pass``: every call returned True; or the case expects an error and got it.
-- ``fail``: a call raised the checker's failure type (GradcheckError) or returned False; or an
-  expected error was not raised.
-- ``error``: anything else raised (the op or its backward crashed, a bad sample, the GPU ran
-  out of memory: then with the device's figures, its cache freed, see :mod:`.gpus`); with
-  the error's traceback, bounded (:func:`~.tracebacks.traceback_of`).
-- a case expected to fail (``expected_failure``): ``xfail`` where it would fail or err;
-  where it would pass, ``xpass`` — or ``xfail`` if the case's reference checks (the engine's
-  own gradcheck) fail or raise on it, with their message: the engine's own test fails there.
-
-A ``call`` (not a check) calls the case's function on its inputs: a case that expects an error
-of a plain call (an op's in-place variant that claims no autograd) is made of one.
+``pass``: every call returned True (or raised the error the case expects); ``fail``: the
+checker's failure or False (or no expected error); ``error``: anything else raised, with its
+bounded traceback (a CUDA out-of-memory with the device's figures). A case expected to fail is
+``xfail`` where it would not pass, else ``xpass`` — or ``xfail`` if the engine's own gradcheck
+(the case's reference) fails on it: the engine's own test fails there as expected.
 """
 
 from __future__ import annotations
@@ -23,11 +15,11 @@ from typing import NamedTuple
 from distcheck import check
 from distcheck.errors import GradcheckError
 from distcheck.executors import Executor
+from distcheck.records.case_record import ERROR, FAIL, PASS, XFAIL, XPASS
+from distcheck.records.tracebacks import traceback_of
 from distcheck.reduce.counts import BatchCounts
 from distcheck.reduce.failure_blocks import FailureBlocks
 from distcheck.runner.gpus import is_out_of_memory, out_of_memory
-from distcheck.runner.records import ERROR, FAIL, PASS, XFAIL, XPASS
-from distcheck.runner.tracebacks import traceback_of
 from distcheck.suites.base import BuiltCase, CheckCall
 from distcheck.suites.checkers import Checker
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from distcheck.runner.artifacts import CaseBlocks
+    from distcheck.records.case_record import CaseRecord, RecordBatch
     from distcheck.runner.batches import CaseList
     from distcheck.runner.case import SplitRequest
     from distcheck.runner.policy import Item
-    from distcheck.runner.records import CaseRecord, RecordBatch
+    from distcheck.storage.blocks import CaseBlocks
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,32 @@ all read the one object."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
-from distcheck.runner.artifacts import BlockStore, CaseBlocks
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
-from distcheck.runner.durations import Durations
 from distcheck.runner.gpus import is_cuda
+from distcheck.storage.blocks import BlockStore, CaseBlocks
+from distcheck.storage.durations import Durations
 from distcheck.suites.base import Selection, Suite, UsageError
 
 DEFAULT = "default"  # the default policy's name (see :mod:`.policy`)
 REPORT_EVERY = 1.0  # seconds of work a runner gathers before it reports (the run folder is flushed as often)
+# options a resume takes from the run folder; where to run (serial, address) may change
+RECORDED = (
+    "timeout",
+    "max_jacobian_mb",
+    "max_cases",
+    "split_seconds",
+    "split_max_mb",
+    "policy",
+    "batch_size",
+    "reruns",
+    "gpus_per_runner",
+    "vectorize",
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,12 @@ class RunOptions:
                 raise UsageError(f"RunOptions.{name} must not be negative, got {value!r}")
         if self.serial and self.address is not None:
             raise UsageError(f"RunOptions: serial=True runs in this process, address={self.address!r} names a cluster")
+
+    @classmethod
+    def recorded(cls, options: Mapping[str, Any], **where: Any) -> RunOptions:
+        """The options a run folder recorded (its RunStart line's), with where to run
+        (``serial``, ``address``) as given."""
+        return cls(**{k: v for k, v in options.items() if k in RECORDED}, **where)
 
     def budget(self, split: bool, device: str = "cpu") -> Budget:
         """The cases' budget; on a GPU without ``max_jacobian_mb``, the device's memory decides

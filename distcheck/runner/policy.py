@@ -2,20 +2,12 @@
 dispatch hands out its work; everything else about the work (who holds what, what a lost runner
 took, when all is done) is the queue's (:class:`~distcheck.runner.work_queue.WorkQueue`).
 
-A policy is chosen by name, the string ``distcheck run --policy`` and ``RunOptions.policy``
-take (looked up as suites are, see :mod:`distcheck.suites.loading`):
-
-- a built-in policy's name (``default``: :mod:`.default_policy`);
-- an installed policy's name: an entry point of group ``distcheck.policies``
-  (``NAME = "module:Class"``, read from package metadata: listing them imports nothing);
-- ``MODULE:NAME``: attribute ``NAME`` (dotted names allowed) of any importable module.
-
-What is found is called with the run's :class:`~distcheck.runner.options.RunConfig` (its
-``mode``, ``workers``, ``durations`` and ``batch_size``) once per dispatch, on the driver; the
-policy object then travels to the queue's actor (it must pickle: its class importable by the
-workers) and the simulator (``benchmarks/sim/``) drives the same objects. A policy that fails
-to load is a :class:`PolicyLoadError`, one line (the command line exits 2 before anything runs).
-The serial dispatcher runs cases in enumeration order: policies order Ray dispatches.
+A policy is found by name (``distcheck run --policy``, ``RunOptions.policy``): a built-in one
+(``default``: :mod:`.default_policy`), an entry point of group ``distcheck.policies``, or
+``MODULE:NAME``. It is called with the run's :class:`~distcheck.runner.options.RunConfig` once
+per dispatch, on the driver, then travels to the queue's actor (it must pickle); the simulator
+(``benchmarks/sim/``) drives the same objects. A policy that fails to load is a
+:class:`PolicyLoadError`, one line, before anything runs.
 """
 
 from __future__ import annotations

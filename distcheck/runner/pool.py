@@ -1,17 +1,7 @@
 """A dispatch's runners, on the driver (:class:`Runners`): one per worker, started before the
 first item and replaced when lost; what each is doing, as its reports say (:class:`Runner`);
-and what a lost or timed-out runner leaves, case by case.
-
-A runner that stops — its worker died, or it was silent for the timeout in an item — leaves
-the items it took after the last start the driver heard of (the queue says which: their
-reports went down with it) and the unreported cases of the item the driver knows of. A case is
-blamed only when the runner cannot have been anywhere else: in the one unreported case of that
-item, having taken nothing since, or in a careful task, which reports after every case. Then a
-timeout is that case's ``timeout``; a death is handled by kind (:mod:`.deaths`: a lost node
-reruns the cases, a first crash reruns the case alone, out of memory is an ``error``).
-Otherwise the unreported cases run again in a careful task: the stuck (or deadly) one is found
-by name, and no case is ever blamed for another. A runner lost in a split case's chunk blames
-no case: the chunk runs again.
+and what a lost or timed-out runner leaves, case by case (docs/architecture.md, "Timeouts and
+lost runners": a case is blamed only when the runner cannot have been anywhere else).
 """
 
 from __future__ import annotations
@@ -22,13 +12,13 @@ from dataclasses import dataclass
 
 import ray
 
+from distcheck.records.case_record import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.batches import CaseList
 from distcheck.runner.case import timeout_record
 from distcheck.runner.deaths import NODE_LOST, Deaths, WorkerDeath
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
 from distcheck.runner.protocols import Sink
-from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.split.chunks import Chunk
 from distcheck.runner.worker import careful, runner
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
@@ -174,7 +164,7 @@ class Runners:
         elif unreported and found.culprit_known and not moved_on and not in_chunk:
             case, rest = unreported[0], unreported[1:]
             if death is None:
-                self.sink.emit(RecordBatch([timeout_record(case, timeout, timed_out, tasks=1)]))
+                self.sink.emit(RecordBatch([timeout_record(case, timeout, timed_out)]))
             elif (message := self.deaths.died(case.key, death)) is None:  # a first crash: once more, alone
                 self.start_careful(Item(item.id, cases=(case,), careful=True))
             else:

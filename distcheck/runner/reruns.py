@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from distcheck.records.case_record import FLAKY, PASS, CaseRecord, RecordBatch
 from distcheck.runner.collector import Collector
 from distcheck.runner.options import RunConfig
 from distcheck.runner.protocols import Dispatcher
-from distcheck.runner.records import FLAKY, PASS, CaseRecord, RecordBatch
 from distcheck.suites.base import CaseInfo, GroupInfo
 
 

@@ -1,21 +1,9 @@
 """A run: enumerate a suite's work, dispatch it (serially or on Ray), collect a record per case
-as it finishes, and hand the records to a listener (progress, reports).
-
-The driver enumerates *groups* (an op in a dtype) from the suite's metadata; the dispatcher has
-each group listed where its cases run (a worker) and reports the listing back (the
-:class:`Sink`). Cases the suite does not run (skipped, xfail) are recorded as they are
-enumerated or listed. A suite without groups (or a run limited to its first N cases) is
-enumerated case by case on the driver. Dispatch starts with the first group while later ones
-are still being enumerated.
-
-- **Resume.** Cases already recorded (by an interrupted run, read back from its run folder) are
-  not dispatched again; their records join the new ones, so that the result has every case once
-  (a resumed run is enumerated case by case on the driver, to leave the recorded ones out).
-- **Reruns** (``reruns`` N): a case that fails, errors or times out is held back and, after the
-  dispatch, runs again (see :mod:`.reruns`).
-- **Stop.** Setting the ``stop`` event ends the run early (dispatchers cancel what runs); a
-  signal handler may also raise :class:`Interrupted` into a case running in this thread. The
-  result is then marked incomplete.
+as it finishes, and hand the records to a listener (progress, run folder, reports). Groups are
+listed where their cases run; a suite without groups, a ``max_cases`` run and a resumed run
+(whose recorded cases are not dispatched again) are enumerated case by case on the driver.
+Bad cases are held for reruns (:mod:`.reruns`); setting ``stop`` (or :class:`Interrupted`
+raised into a case in this thread) ends the run early, incomplete.
 """
 
 from __future__ import annotations
@@ -26,14 +14,15 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
-from distcheck.runner.artifacts import BlockStore
+from distcheck.records.case_record import CaseRecord
+from distcheck.records.listener import Listener
+from distcheck.records.result import RunResult
 from distcheck.runner.collector import Collector
 from distcheck.runner.gpus import check_gpus_per_runner, check_local
 from distcheck.runner.options import RunConfig, RunOptions
-from distcheck.runner.protocols import Dispatcher, Interrupted, Listener
-from distcheck.runner.records import CaseRecord
+from distcheck.runner.protocols import Dispatcher, Interrupted
 from distcheck.runner.reruns import rerun
-from distcheck.runner.result import RunResult
+from distcheck.storage.blocks import BlockStore
 from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
 
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from distcheck.records.case_record import RecordBatch
 from distcheck.runner.case import recorded, run_case, timeout_record
-from distcheck.runner.records import RecordBatch
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class SerialDispatcher:
             with alarm(config.timeout):
                 outcome = run_case(config.suite, info.id, info.fingerprint, config.budget, vectorize=config.vectorize)
         except CaseTimeout:
-            sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start, tasks=1)]))
+            sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start)]))
             return
         record, blocks = recorded(info, outcome, 1, config.keeps_blocks)
         config.store(blocks)

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from distcheck.runner.protocols import Listener
+from distcheck.records.listener import Listener
 
 
 class StopOnSignal(Listener):

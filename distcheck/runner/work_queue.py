@@ -1,14 +1,8 @@
-"""The work of a Ray dispatch and who holds it.
-
-:class:`Enumeration` pulls the suite's groups (and cases listed on the driver) in a background
-thread — all of them first, to sort the groups heaviest first, when the policy weighs them.
-
-:class:`WorkQueue` holds the work; on Ray it lives in an actor, from which every runner takes
-its next item (so the driver is not in the path of each task). Its
-:class:`~distcheck.runner.policy.WorkPolicy` decides the order of the work and its pieces (the
-default: :mod:`.default_policy`); the queue knows which runner holds which item, so that the
-work of a runner that dies or is stopped can be given out again, and when everything is done.
-Split cases' chunks go out before any other work (their lane: :mod:`.split.chunks`).
+"""The work of a Ray dispatch and who holds it: :class:`Enumeration` pulls the suite's groups
+(and cases listed on the driver) in a background thread; :class:`WorkQueue`, in an actor from
+which every runner takes its next item, holds the work in the order its
+:class:`~distcheck.runner.policy.WorkPolicy` says, knows which runner holds which item and
+hands split cases' chunks out first (:mod:`.split.chunks`).
 """
 
 from __future__ import annotations

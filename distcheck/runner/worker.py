@@ -1,17 +1,11 @@
-"""What runs on the workers of a Ray dispatch: runners, and careful tasks.
-
-A **runner** (:func:`runner`, one per worker) is a Ray generator: it takes items from the work
-queue until there are none, and yields reports, lists of :mod:`.messages`. It reports every
-``report_every`` seconds of work, at once when it runs out of work, starts work after being
-idle, or finds a case to split, and after every case of a careful item: so the driver reads a
-message per runner per second, not per item, and knows of every busy runner the item it last
-heard of and since when (the queue knows what the runner took after that). A split case's chunk
-goes apart: the runner tells the driver at once when it starts one after an item, runs it, then
-yields :class:`~.messages.ChunkDone` followed by the chunk's result.
-
-A **careful task** (:func:`careful`) runs one item that way, reporting after every case; each
-report is received by the driver before the work goes on (a backpressure of one report), so a
-case that kills its worker at once cannot take the previous report down with it.
+"""What runs on the workers of a Ray dispatch. A **runner** (:func:`runner`, one per worker) is
+a Ray generator that takes items from the work queue until there are none and yields reports
+(lists of :mod:`.messages`): every ``report_every`` seconds of work, and at once when it runs
+out of work, starts work after being idle or finds a case to split. A split case's chunk goes
+apart: :class:`~.messages.ChunkDone`, then the chunk's result. A **careful task**
+(:func:`careful`) runs one item, reporting after every case, each report received by the
+driver before the next case starts (a case that kills its worker cannot take the previous
+report down with it).
 """
 
 from __future__ import annotations
@@ -21,12 +15,12 @@ from collections.abc import Callable, Iterator
 
 import ray
 
+from distcheck.records.case_record import CaseRecord, RecordBatch
 from distcheck.runner.batches import CaseList
 from distcheck.runner.case import Outcome, SplitRequest, prepare, recorded, run_case
 from distcheck.runner.messages import ChunkDone, ChunkStarted, Finished, Idle, Listed, Ready, Soon, Started, Unlisted
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
-from distcheck.runner.records import CaseRecord, RecordBatch
 from distcheck.runner.split.chunks import Chunk, run_chunk
 from distcheck.suites.base import CaseInfo
 

@@ -13,8 +13,8 @@ import pytest
 from benchmarks.bench_driver import fit, fit_cases_and_wall, per_case_error
 from benchmarks.bench_scale import busy_profile
 from benchmarks.loopback import processes_of
-from distcheck.runner import records as records_module
-from distcheck.runner.records import CaseRecord
+from distcheck.records import case_record as records_module
+from distcheck.records.case_record import CaseRecord
 from distcheck.suites.base import CaseId
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.bench_nightly import compare, distcheck_outcomes, keyword, main, pytest_outcomes, selected
-from distcheck.runner.records import CaseRecord
+from distcheck.records.case_record import CaseRecord
 from tests.reports.runs import case
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="6">

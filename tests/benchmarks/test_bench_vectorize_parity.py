@@ -5,7 +5,7 @@ from __future__ import annotations
 import distcheck.suites
 from benchmarks.bench_vectorize_parity import compare
 from distcheck.cli import main
-from distcheck.runner.store import RECORDS
+from distcheck.storage.run_folder import RECORDS
 from tests.runner.fake_cli import SUITES
 
 RUN = ["run", "--suite", "fake", "--mode", "slow", "--ops", "sin,wrong", "--checks", "grad", "--serial"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime
 import os
 
+from distcheck.records.case_record import CaseRecord, RecordBatch
+from distcheck.records.result import RunResult
 from distcheck.reports import json_report
-from distcheck.runner.records import CaseRecord, RecordBatch
-from distcheck.runner.result import RunResult
-from distcheck.runner.store import RunWriter
+from distcheck.storage.run_folder import RunWriter
 from tests.reports.runs import case
 
 FIRST = datetime.datetime(2026, 12, 1, 3, 0, tzinfo=datetime.UTC)

@@ -9,8 +9,8 @@ from distcheck.history.cases import History
 from distcheck.history.night_run import from_loaded
 from distcheck.history.pytorch_tests import by_pytorch_test
 from distcheck.history.table import Scope, build
+from distcheck.records.case_record import CaseRecord
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import CaseRecord
 from distcheck.suites.base import UsageError
 from tests.history.runs import started
 from tests.reports.runs import case

@@ -12,7 +12,7 @@ from distcheck.executors.serial import SerialExecutor, SerialResults
 from distcheck.kinds import Fallback
 from distcheck.numerics.blocks import PRINT_THRESHOLD, Printed, stand_in
 from distcheck.reduce.blockwise import LocalBlocks
-from distcheck.runner import artifacts
+from distcheck.storage import blocks as artifacts
 from tests.parity.cases import ALL
 from tests.parity.runner import run
 from tests.test_parity import MODE_RUNS

@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 
+from distcheck.records.case_record import CaseRecord
 from distcheck.reduce.failure_blocks import FailureBlocks
-from distcheck.runner import artifacts
-from distcheck.runner.records import CaseRecord
+from distcheck.storage import blocks as artifacts
 from distcheck.suites import CaseId
 
 MISMATCH = (

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from distcheck.cli import main
+from distcheck.records.case_record import CaseRecord
 from distcheck.reports.compare import compare
 from distcheck.reports.load import load_run
-from distcheck.runner.records import CaseRecord
 from tests.reports.runs import case, run_folder, write_report
 
 OLD = [

@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 
 import pytest
 
+from distcheck.records.case_record import CaseRecord
 from distcheck.reports import html
 from distcheck.reports.load import load_run
-from distcheck.runner.records import CaseRecord
 from tests.reports.runs import MISMATCH, case, records, run_folder
 
 

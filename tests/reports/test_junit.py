@@ -8,9 +8,9 @@ from pathlib import Path
 
 import xmlschema
 
+from distcheck.records.case_record import CaseRecord
 from distcheck.reports import junit
 from distcheck.reports.load import LoadedRun
-from distcheck.runner.records import CaseRecord
 from tests.reports.runs import case, records
 
 SCHEMA = xmlschema.XMLSchema(str(Path(__file__).with_name("junit.xsd")))

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from distcheck.cli import main
+from distcheck.records.case_record import CaseRecord
 from distcheck.reports import pytorch_junit
-from distcheck.runner.records import CaseRecord
 from tests.reports.runs import MISMATCH, case, run_folder
 from tests.reports.test_junit import SCHEMA
 

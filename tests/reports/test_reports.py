@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 import json
 
+from distcheck.records.case_record import CaseRecord, RecordBatch
+from distcheck.records.result import RunResult
 from distcheck.reports import console, json_report
-from distcheck.runner.records import CaseRecord, RecordBatch
-from distcheck.runner.result import RunResult
 from distcheck.suites import CaseId
 
 

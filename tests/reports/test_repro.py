@@ -100,8 +100,8 @@ def test_a_suite_loaded_from_a_module_is_reproduced_by_its_spec(text, capsys):
 
 
 def test_commands_name_the_suites_spec_and_device():
+    from distcheck.records.case_record import CaseRecord
     from distcheck.reports.console import reproduce_command
-    from distcheck.runner.records import CaseRecord
 
     case = CaseId("declared", "wrong", "float64", "grad", 0)
     assert repro.command(case, "fast", DECLARED) == (

@@ -12,7 +12,8 @@ import distcheck.suites
 from distcheck.cli import main
 from distcheck.reports import html
 from distcheck.reports.load import load_run
-from distcheck.runner import RunOptions, artifacts, run_suite
+from distcheck.runner import RunOptions, run_suite
+from distcheck.storage import blocks as artifacts
 from distcheck.suites import Selection
 from tests.reports.runs import run_folder
 from tests.reports.test_junit import SCHEMA

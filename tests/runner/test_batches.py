@@ -11,17 +11,17 @@ from collections import Counter
 
 import pytest
 
+from distcheck.records import case_record as records_module
+from distcheck.records.case_record import BAD, CaseRecord, RecordBatch
+from distcheck.records.listener import Listener
+from distcheck.records.record_list import RecordList
+from distcheck.records.result import RunResult
 from distcheck.reports import json_report
-from distcheck.runner import records as records_module
 from distcheck.runner.batches import CaseList
 from distcheck.runner.budget import Estimate
 from distcheck.runner.case import Outcome, to_record
 from distcheck.runner.collector import Collector
-from distcheck.runner.protocols import Listener
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import BAD, CaseRecord, RecordBatch
-from distcheck.runner.result import RunResult
-from distcheck.runner.store import RECORDS, RunWriter
+from distcheck.storage.run_folder import RECORDS, RunWriter
 from distcheck.suites import base
 from distcheck.suites.base import RUN, SKIPPED, CaseId, CaseInfo, GroupInfo
 

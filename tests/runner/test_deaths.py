@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from ray import exceptions as ray_errors
 
+from distcheck.records.case_record import FAIL, PASS, CaseRecord
 from distcheck.runner.deaths import (
     CANCELLED,
     CRASHED,
@@ -17,7 +18,6 @@ from distcheck.runner.deaths import (
     classify,
     crash_detail,
 )
-from distcheck.runner.records import FAIL, PASS, CaseRecord
 from distcheck.suites.base import CaseId
 
 OOM_MESSAGE = (

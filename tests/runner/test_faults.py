@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.store import RECORDS
+from distcheck.storage.run_folder import RECORDS
 from distcheck.suites import Selection
 from tests.runner.fake_cli import NapSuite
 

@@ -7,9 +7,10 @@ import threading
 
 import pytest
 
+from distcheck.records.case_record import RecordBatch
+from distcheck.records.listener import Listener
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.protocols import Interrupted, Listener
-from distcheck.runner.records import RecordBatch
+from distcheck.runner.protocols import Interrupted
 from distcheck.suites import Selection, UsageError
 from tests.runner.fake_suite import FakeSuite
 

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
+from distcheck.records.case_record import CaseRecord, RecordBatch
+from distcheck.records.tracebacks import TRACEBACK_CHARS, TRACEBACK_LINES, traceback_of
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.records import CaseRecord, RecordBatch
-from distcheck.runner.tracebacks import TRACEBACK_CHARS, TRACEBACK_LINES, traceback_of
 from distcheck.suites import Selection, get_suite
 
 SPEC = "tests.runner.raising_suite:suite"

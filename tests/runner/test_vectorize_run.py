@@ -12,13 +12,13 @@ import pytest
 import distcheck.suites
 from distcheck.cli import main
 from distcheck.kinds import Fallback
+from distcheck.records.case_record import CaseRecord, RecordBatch
+from distcheck.records.record_list import RecordList
 from distcheck.reduce.counts import BatchCounts
 from distcheck.reports import console, json_report
 from distcheck.reports.load import record_from_json
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import CaseRecord, RecordBatch
-from distcheck.runner.store import RECORDS, read_run
+from distcheck.storage.run_folder import RECORDS, read_run
 from distcheck.suites import Selection
 from distcheck.suites.base import CaseId
 from tests.runner.fake_cli import SUITES
@@ -74,14 +74,14 @@ def test_the_run_folder_records_it_and_a_resume_keeps_it(monkeypatch, tmp_path, 
     run = ["run", "--suite", "fake", "--mode", "slow", "--ops", "sin", "--checks", "grad", "--serial"]
     assert main([*run, "--no-vectorize", "--out", str(tmp_path / "exact")]) == 0
     assert main([*run, "--out", str(tmp_path / "batched")]) == 0
-    assert read_run(tmp_path / "exact").options(serial=True).vectorize is False
-    assert read_run(tmp_path / "batched").options(serial=True).vectorize is True
+    assert RunOptions.recorded(read_run(tmp_path / "exact").start["options"], serial=True).vectorize is False
+    assert RunOptions.recorded(read_run(tmp_path / "batched").start["options"], serial=True).vectorize is True
     lines = (tmp_path / "exact" / RECORDS).read_text().splitlines()
     (tmp_path / "cut").mkdir()
     (tmp_path / "cut" / RECORDS).write_text(lines[0] + "\n")  # killed before its first record
     capsys.readouterr()
     assert main(["run", "--resume", str(tmp_path / "cut")]) == 0
-    assert read_run(tmp_path / "cut").options(serial=True).vectorize is False
+    assert RunOptions.recorded(read_run(tmp_path / "cut").start["options"], serial=True).vectorize is False
 
 
 def test_a_record_carries_its_counts_compactly_and_old_records_load():

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from distcheck.runner.default_policy import CostlyRule, DefaultPolicy
-from distcheck.runner.durations import Durations, load_durations
 from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.split.chunks import CHUNK_TRIES, Chunk
 from distcheck.runner.work_queue import SOON, WAIT, Enumeration, WorkQueue
+from distcheck.storage.durations import Durations, load_durations
 from distcheck.suites import CaseId, CaseInfo, GroupInfo, Selection, UsageError
 from tests.runner.fake_suite import FakeSuite
 

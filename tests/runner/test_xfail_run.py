@@ -8,12 +8,12 @@ import io
 import torch
 
 from distcheck.executors.serial import SerialExecutor
+from distcheck.records.case_record import PASS, XFAIL, XPASS, CaseRecord
+from distcheck.records.record_list import RecordList
+from distcheck.records.result import RunResult
 from distcheck.reports import junit
 from distcheck.reports.console import summary
 from distcheck.runner.judge import distcheck_checker, judge
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import PASS, XFAIL, XPASS, CaseRecord
-from distcheck.runner.result import RunResult
 from distcheck.suites.base import BuiltCase, CaseId, CheckCall
 from distcheck.suites.checkers import Checker
 

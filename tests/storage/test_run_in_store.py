@@ -19,8 +19,8 @@ import s3fs
 import distcheck.suites
 from distcheck.cli import main
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.durations import load_durations
 from distcheck.storage import location
+from distcheck.storage.durations import load_durations
 from distcheck.storage.segments import part_numbers, read_lines
 from distcheck.suites import Selection
 from tests.runner.fake_cli import SUITES, NapSuite

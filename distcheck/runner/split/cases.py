@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import ray
 
+from distcheck.records.case_record import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.case import timeout_record
-from distcheck.runner.records import ERROR, CaseRecord, RecordBatch
 from distcheck.runner.split.chunks import Chunk
 from distcheck.runner.split.coordinator import Coordinators
 from distcheck.suites.base import CaseInfo
@@ -135,7 +135,7 @@ class SplitCases:
                 self.pool.kill(generator)
                 del self.running[generator]
                 stop += ray.get(self.end(split))
-                self.sink.emit(RecordBatch([timeout_record(split.case, timeout, now - split.since, tasks=1)]))
+                self.sink.emit(RecordBatch([timeout_record(split.case, timeout, now - split.since)]))
         return stop
 
     def stop(self) -> None:

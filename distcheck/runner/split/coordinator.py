@@ -205,14 +205,14 @@ class Coordinators:
         self._idle: list = []
         self._busy: dict[ray.ObjectRefGenerator, object] = {}
 
-    def warm(self, suite: Suite, timeout: float = WARM_TIMEOUT) -> None:
+    def warm(self, suite: Suite) -> None:
         """Start a coordinator that loads ``suite`` if none is there, and wait until it has (up
-        to ``timeout`` seconds): the first split case does not wait for a process to import
+        to the warm-up's timeout): the first split case does not wait for a process to import
         torch and load the suite."""
         if not self._idle and not self._busy:
             actor = self._new(suite)
             self._idle.append(actor)
-            ray.wait([actor.ready.remote()], timeout=timeout)
+            ray.wait([actor.ready.remote()], timeout=WARM_TIMEOUT)
 
     def start(self, suite: Suite, config_ref, case: CaseInfo, *where) -> ray.ObjectRefGenerator:
         """The case on an idle coordinator (a new one, that loads ``suite``, if none is idle):

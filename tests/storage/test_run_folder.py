@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from distcheck.records.case_record import CaseRecord, RecordBatch
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.records import CaseRecord, RecordBatch
-from distcheck.runner.store import (
+from distcheck.storage.run_folder import (
     RECORDS,
     RunWriter,
     check_new_folder,
@@ -62,7 +62,7 @@ def test_read_back_equals_what_was_run(tmp_path):
     log = read_run(tmp_path)
     assert log.complete and log.selection == SELECTION
     assert [r.to_json() for r in log.records] == [r.to_json() for r in result.records]
-    assert log.options(serial=True) == RunOptions(serial=True, timeout=60)
+    assert RunOptions.recorded(log.start["options"], serial=True) == RunOptions(serial=True, timeout=60)
 
 
 def test_a_truncated_last_line_is_the_one_being_written(tmp_path):
@@ -80,7 +80,9 @@ def test_resume_runs_only_what_is_missing(tmp_path):
     (tmp_path / RECORDS).write_text("\n".join(lines[:2]) + "\n")  # as if killed after the first case
     log = read_run(tmp_path)
     writer = RunWriter(tmp_path, None, {r.id for r in log.records})
-    resumed = run_suite(FakeSuite(), log.selection, log.options(serial=True), writer, recorded=log.records)
+    resumed = run_suite(
+        FakeSuite(), log.selection, RunOptions.recorded(log.start["options"], serial=True), writer, recorded=log.records
+    )
     assert [(r.id, r.verdict) for r in resumed.records] == [(r.id, r.verdict) for r in first.records]
     kinds = [line["$report_type"] for line in _lines(tmp_path)]
     assert kinds == ["RunStart", "CaseRecord", "RunResume", "CaseRecord", "RunFinish"]

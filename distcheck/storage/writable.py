@@ -1,19 +1,16 @@
-"""Checks made before any case runs, so that a bad output path or cluster address fails at
-once with one line, instead of after an hour of verdicts that then cannot be written. A place
-in an object store (a URL) is checked by writing an object there and removing it: a missing
-bucket, missing credentials or a store out of reach fail here, before Ray starts."""
+"""Whether a file or folder can be written, checked before any case runs, so that a bad output
+path fails at once with one line, instead of after an hour of verdicts that then cannot be
+written. A place in an object store (a URL) is checked by writing an object there and removing
+it: a missing bucket, missing credentials or a store out of reach fail here, before Ray starts."""
 
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from pathlib import Path
 
 from distcheck.storage import location
 from distcheck.suites.base import UsageError
-
-CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's head (a firewalled host never answers)
 
 
 def check_writable(path: str | os.PathLike, what: str) -> None:
@@ -65,36 +62,3 @@ def _refusal(folder: Path, make) -> str | None:
     else:
         os.rmdir(made)
     return None
-
-
-def host_port(address: str) -> tuple[str, int] | None:
-    """The head's host and port in a cluster address (``host:port`` or ``ray://host:port``);
-    None for addresses Ray resolves itself (``auto``, ``local``)."""
-    text = address.removeprefix("ray://")
-    if text in ("auto", "local"):
-        return None
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit():
-        raise UsageError(f"bad Ray address {address!r}: expected host:port, ray://host:port or auto")
-    return host.strip("[]"), int(port)
-
-
-def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
-    """UsageError (within ``timeout`` seconds) unless something listens at the head of the
-    cluster ``address`` names (None: ``$DISTCHECK_RAY_ADDRESS`` or ``$RAY_ADDRESS`` if set, see
-    ``ensure_ray``). Ray itself retries for minutes, logging time-outs."""
-    from distcheck.executors.ray_executor import resolve_address
-
-    address = resolve_address(address)
-    where = None if address is None else host_port(address)
-    if where is None:
-        return
-    try:
-        with socket.create_connection(where, timeout=timeout):
-            pass
-    except OSError as e:
-        reason = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-        raise UsageError(
-            f"cannot reach the Ray cluster at {address!r} ({reason}): check that it is running "
-            f"(`ray status --address {address}` on its head) and that this machine can reach that host and port"
-        ) from None

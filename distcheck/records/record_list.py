@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from distcheck.kinds import Verdict
+from distcheck.records.case_record import XFAIL, XPASS, CaseRecord, RecordBatch
 from distcheck.reduce.counts import BatchCounts
-from distcheck.runner.records import XFAIL, XPASS, CaseRecord, RecordBatch
 from distcheck.suites.base import check_of
 
 

@@ -7,8 +7,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from distcheck.runner.record_list import RecordList
-from distcheck.runner.records import BAD, FLAKY, VERDICTS, XPASS, CaseRecord
+from distcheck.records.case_record import BAD, FLAKY, VERDICTS, XPASS, CaseRecord
+from distcheck.records.record_list import RecordList
 from distcheck.suites import CHECK_KINDS
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distcheck.runner import RunOptions, artifacts, run_suite
+from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.case import Outcome, recorded, to_record
+from distcheck.storage import blocks as artifacts
 from distcheck.suites import CaseInfo, Selection
 from tests.reports.runs import blocks, case
 from tests.runner.fake_suite import FakeSuite

@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from distcheck.engines import get_engine
-from distcheck.runner.options import RunOptions
-from distcheck.runner.preflight import check_creatable, check_writable
-from distcheck.runner.protocols import Listener
-from distcheck.runner.records import CaseRecord, RecordBatch
-from distcheck.runner.result import RunResult
+from distcheck.records.case_record import CaseRecord, RecordBatch
+from distcheck.records.listener import Listener
+from distcheck.records.result import RunResult
 from distcheck.storage import location, segments
+from distcheck.storage.writable import check_creatable, check_writable
 from distcheck.suites.base import Selection, UsageError
 
 RECORDS, REPORT = segments.RECORDS, "report.json"
@@ -44,19 +43,6 @@ TYPE = "$report_type"
 RUN_START, CASE_RECORD, RUN_RESUME, RUN_FINISH = "RunStart", "CaseRecord", "RunResume", "RunFinish"
 _CASE_LINE = json.dumps({TYPE: CASE_RECORD}, separators=(",", ":"))[:-1] + ","  # a case line's opening
 _NEXT_CASE_LINE = "\n" + _CASE_LINE
-# options a resume takes from the record; where to run (serial, address) may change
-RECORDED_OPTIONS = (
-    "timeout",
-    "max_jacobian_mb",
-    "max_cases",
-    "split_seconds",
-    "split_max_mb",
-    "policy",
-    "batch_size",
-    "reruns",
-    "gpus_per_runner",
-    "vectorize",
-)
 
 
 def versions(engines: Sequence[str] = ()) -> dict[str, Any]:
@@ -83,14 +69,15 @@ def run_start(
     suite: str,
     mode: str,
     selection: Selection,
-    options: RunOptions,
+    options: Any,
     command: list[str],
     engines: Sequence[str] = (),
     device: str = "cpu",
     suite_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``RunStart`` line: what was run, how, with what, by which command. ``suite`` is the
-    name the suite is found by (``get_suite``); ``engines``: the engines its cases use;
+    name the suite is found by (``get_suite``); ``options``: the run's ``RunOptions`` (a
+    dataclass, recorded as its fields); ``engines``: the engines its cases use;
     ``device`` is recorded unless it is the CPU (a run folder without one is a CPU run);
     ``suite_options``, if any: what the suite was made with besides its name, mode and device
     (``--disabled-tests``' entries), so that a resume makes the same suite."""
@@ -221,11 +208,6 @@ class RunLog:
     def selection(self) -> Selection:
         fields = self.start["selection"]
         return Selection(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
-
-    def options(self, **where: Any) -> RunOptions:
-        """The recorded options, with where to run (``serial``, ``address``) as given."""
-        recorded = {k: v for k, v in self.start["options"].items() if k in RECORDED_OPTIONS}
-        return RunOptions(**recorded, **where)
 
 
 def _bad(folder: str | Path, why: str) -> UsageError:

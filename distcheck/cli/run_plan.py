@@ -1,21 +1,30 @@
 """A run ready to start: its suite, selection, options and open run folder. For a resumed run all
-of it but where it runs is read back from the folder (see ``runner.store``)."""
+of it but where it runs is read back from the folder (see :mod:`distcheck.storage.run_folder`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from distcheck.records.case_record import CaseRecord
 from distcheck.runner.gpus import check_local, check_ray_device
 from distcheck.runner.options import RunOptions
-from distcheck.runner.preflight import check_reachable
-from distcheck.runner.records import CaseRecord
-from distcheck.runner.store import RunWriter, check_new_folder, check_resumable, default_folder, read_run, run_start
+from distcheck.storage.run_folder import (
+    RunWriter,
+    check_new_folder,
+    check_resumable,
+    default_folder,
+    read_run,
+    run_start,
+)
 from distcheck.suites import Selection, get_suite
-from distcheck.suites.base import Suite
+from distcheck.suites.base import Suite, UsageError
+
+CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's head (a firewalled host never answers)
 
 
 @dataclasses.dataclass
@@ -72,7 +81,7 @@ def plan_resume(
     recorded = log.start["options"]
     serial = serial or (address is None and bool(recorded.get("serial")))
     address = address if address is not None or serial else recorded.get("address")
-    options = log.options(serial=serial, address=address)
+    options = RunOptions.recorded(log.start["options"], serial=serial, address=address)
     _check_where(getattr(suite, "device", "cpu"), options)
     writer = RunWriter(log.folder, None, {r.id for r in log.records})
     return RunPlan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"], log.start)
@@ -86,3 +95,36 @@ def _check_where(device: str, options: RunOptions) -> None:
         return
     check_ray_device(device)
     check_reachable(options.address)
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """The head's host and port in a cluster address (``host:port`` or ``ray://host:port``);
+    None for addresses Ray resolves itself (``auto``, ``local``)."""
+    text = address.removeprefix("ray://")
+    if text in ("auto", "local"):
+        return None
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise UsageError(f"bad Ray address {address!r}: expected host:port, ray://host:port or auto")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """UsageError (within ``timeout`` seconds) unless something listens at the head of the
+    cluster ``address`` names (None: ``$DISTCHECK_RAY_ADDRESS`` or ``$RAY_ADDRESS`` if set, see
+    ``ensure_ray``). Ray itself retries for minutes, logging time-outs."""
+    from distcheck.executors.ray_executor import resolve_address
+
+    address = resolve_address(address)
+    where = None if address is None else host_port(address)
+    if where is None:
+        return
+    try:
+        with socket.create_connection(where, timeout=timeout):
+            pass
+    except OSError as e:
+        reason = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise UsageError(
+            f"cannot reach the Ray cluster at {address!r} ({reason}): check that it is running "
+            f"(`ray status --address {address}` on its head) and that this machine can reach that host and port"
+        ) from None

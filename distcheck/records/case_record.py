@@ -1,6 +1,6 @@
 """What a run says about each case: its verdict, message, time and number of tasks (a
 :class:`CaseRecord`); records as they travel and are kept, in columns (a :class:`RecordBatch`);
-a run's records in order are a :class:`~distcheck.runner.record_list.RecordList`."""
+a run's records in order are a :class:`~distcheck.records.record_list.RecordList`."""
 
 from __future__ import annotations
 
