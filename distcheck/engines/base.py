@@ -220,14 +220,17 @@ class Engine(ABC):
 
     # -- batched Jacobian blocks (optional: without them, every block is computed element by element)
 
-    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: Any) -> tuple:
+    def batch_evaluate(
+        self, func: Callable, inputs: tuple, position: int, stacked: Any, *, loops: bool = False
+    ) -> tuple:
         """``func`` at each of the ``stacked`` values of ``inputs[position]`` (along the first
         dimension; the other inputs as they are) in one call of the engine's vectorizing map,
         recording no gradients: the stacked outputs. Strict: raises where the batch would not
-        compute what separate calls compute (a value read back, data-dependent shapes, an
-        operation without a batching rule); :meth:`batching_failure` names why. Random numbers
-        are drawn once for the batch (a batch that moves the engine's global RNG is refused).
-        Default: EngineCapabilityError."""
+        compute what separate calls compute (a value read back, data-dependent shapes), and on
+        an operation without a batching rule unless ``loops`` (then, where the engine can, that
+        operation alone runs item by item inside the batch); :meth:`batching_failure` names
+        why. Random numbers are drawn once for the batch (a batch that moves the engine's
+        global RNG is refused). Default: EngineCapabilityError."""
         raise EngineCapabilityError(f"the {self.name} engine has no vectorizing map (vmap)")
 
     def batching_failure(self, error: Exception) -> Fallback:

@@ -121,12 +121,14 @@ def numerical_block(
     eps: float,
     is_complex: bool,
     wanted: Sequence[bool],
+    loops: bool = False,
 ) -> list[np.ndarray | None]:
     """Columns ``items`` of the numerical Jacobian with respect to ``inputs[position]``: per
     wanted output an array ``(len(items), output elements)``, None for the others. Row r is
     ``(f(x + eps·e_k) - f(x - eps·e_k)) / (2·eps)`` for ``k = items[r]``, the perturbed element
     ``x[k] + delta`` computed as the element-by-element path computes it; a complex input
-    combines the real and imaginary directions (conjugate Wirtinger)."""
+    combines the real and imaginary directions (conjugate Wirtinger). ``loops``: see
+    :meth:`Engine.batch_evaluate`."""
     x = inputs[position]
     mapped = vectorizable(func, inputs)
     values = engine.to_numpy(x)
@@ -138,7 +140,7 @@ def numerical_block(
         for sign in (-1, 1):
             moved = _stacked(flat, items, values.shape)
             moved.reshape(len(items), -1)[rows, columns] = flat[columns] + sign * delta
-            outputs = engine.batch_evaluate(mapped, inputs, position, engine.from_numpy(moved, like=x))
+            outputs = engine.batch_evaluate(mapped, inputs, position, engine.from_numpy(moved, like=x), loops=loops)
             sides.append([o if want else None for o, want in zip(outputs, wanted)])
         minus, plus = sides
         return [None if m is None else ((p - m) / (2 * eps)).reshape(len(items), -1) for m, p in zip(minus, plus)]

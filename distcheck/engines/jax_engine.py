@@ -191,9 +191,11 @@ class JaxEngine(Engine):
     def vmap(self, function: Callable[[Any], tuple], stacked: Any) -> tuple:
         return tuple(jax.vmap(function)(stacked))
 
-    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: Any) -> tuple:
-        """``jax.vmap`` (strict by construction: no per-item fallback; JAX's random numbers are
-        explicit keys, which map like any input)."""
+    def batch_evaluate(
+        self, func: Callable, inputs: tuple, position: int, stacked: Any, *, loops: bool = False
+    ) -> tuple:
+        """``jax.vmap`` (strict by construction: no per-item fallback, ``loops`` or not; JAX's
+        random numbers are explicit keys, which map like any input)."""
         args = list(inputs)
         args[position] = stacked
         in_axes = tuple(0 if k == position else None for k in range(len(args)))

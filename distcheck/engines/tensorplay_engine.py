@@ -271,9 +271,12 @@ class TensorplayEngine(Engine):
     def vmap(self, function: Callable, stacked: tp.Tensor) -> tuple:
         return tuple(vmap(function)(stacked))
 
-    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: tp.Tensor) -> tuple:
-        """``tensorplay.func.vmap``, recording no gradients; random operations draw once for the
-        batch, as torch's (:func:`~distcheck.engines.torch_batch.batch_evaluate`)."""
+    def batch_evaluate(
+        self, func: Callable, inputs: tuple, position: int, stacked: tp.Tensor, *, loops: bool = False
+    ) -> tuple:
+        """``tensorplay.func.vmap``, recording no gradients (``loops`` or not: strict); random
+        operations draw once for the batch, as torch's
+        (:func:`~distcheck.engines.torch_batch.batch_evaluate`)."""
         args = [x.detach() if isinstance(x, tp.Tensor) else x for x in inputs]
         args[position] = stacked
         in_dims = tuple(0 if k == position else None for k in range(len(args)))

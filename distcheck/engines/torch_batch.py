@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -24,22 +25,26 @@ _REASONS = (
 )
 
 
-def batch_evaluate(func: Callable, inputs: tuple, position: int, stacked: torch.Tensor) -> tuple:
+def batch_evaluate(
+    func: Callable, inputs: tuple, position: int, stacked: torch.Tensor, *, loops: bool = False
+) -> tuple:
     """``func`` mapped over ``stacked`` at ``position`` by ``torch.func.vmap``, the per-item
-    fallback for operations without a batching rule turned off (it raises), without recording
-    gradients (the inputs detached). Random operations draw once for the whole batch
-    (``randomness="same"``): what a function that reseeds the global RNG at each call (op_db's
-    ``wrapper_set_seed``, for dropout) draws at each of torch's calls. A function that draws
-    from the RNG as it is moves its state, which the batched units refuse
-    (:func:`~distcheck.plan.units.batches.refusing_draws`)."""
+    fallback for operations without a batching rule turned off (it raises) unless ``loops``
+    (that operation then runs item by item, each item computed as a separate call would, its
+    performance warning silenced), without recording gradients (the inputs detached). Random
+    operations draw once for the whole batch (``randomness="same"``): what a function that
+    reseeds the global RNG at each call (op_db's ``wrapper_set_seed``, for dropout) draws at
+    each of torch's calls. A function that draws from the RNG as it is moves its state, which
+    the batched units refuse (:func:`~distcheck.plan.units.batches.refusing_draws`)."""
     args = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
     args[position] = stacked
     in_dims = tuple(0 if k == position else None for k in range(len(args)))
     mapped = torch.func.vmap(func, in_dims=in_dims, randomness="same")
     enabled = _functorch._is_vmap_fallback_enabled()
-    _functorch._set_vmap_fallback_enabled(False)
+    _functorch._set_vmap_fallback_enabled(loops)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="There is a performance drop")  # the loop asked for
             return as_tuple(mapped(*args))
     finally:
         _functorch._set_vmap_fallback_enabled(enabled)

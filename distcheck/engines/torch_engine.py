@@ -208,8 +208,10 @@ class TorchEngine(Engine):
             warnings.filterwarnings("ignore", message="Please use `torch.vmap`")
             return _vmap(function)(stacked)
 
-    def batch_evaluate(self, func: Callable, inputs: tuple, position: int, stacked: torch.Tensor) -> tuple:
-        return torch_batch.batch_evaluate(func, inputs, position, stacked)
+    def batch_evaluate(
+        self, func: Callable, inputs: tuple, position: int, stacked: torch.Tensor, *, loops: bool = False
+    ) -> tuple:
+        return torch_batch.batch_evaluate(func, inputs, position, stacked, loops=loops)
 
     def batching_failure(self, error: Exception) -> Fallback:
         return torch_batch.batching_failure(error)

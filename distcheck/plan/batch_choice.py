@@ -49,6 +49,7 @@ from distcheck.plan.units.batches import BatchRefused
 FASTER = 0.9  # a batch is kept when it takes at most this fraction of the loop over its items
 HELD_FACTOR = 6  # what one item of a batch holds while it runs, in multiples of the check's inputs and outputs
 LOOP_ITEMS = 2  # items the loop is timed on
+LOOPED_TRIAL_ITEMS = 16  # items of the trial of a batch that loops where an operation has no batching rule
 FEWEST_ITEMS = 8  # a workload of fewer items stays element by element, untimed
 _REMEMBERED = 4096  # decisions kept per process (the oldest go first)
 # vmap errors that say the op cannot be batched, whatever its sample
@@ -72,6 +73,7 @@ class Decision:
     reason: Fallback | None = None
     seconds: float | None = None
     trial: Any = field(default=None, compare=False, repr=False)
+    loops: bool = False  # numerical columns: operations without a batching rule loop inside the batch
 
 
 _lock = threading.Lock()
@@ -211,6 +213,10 @@ def _measure(
         if not isinstance(timed, Exception) and timed.seconds > budget:  # a first call's one-off costs
             again = _timed(engine, subject, trial)
             timed = again if isinstance(again, Exception) or again.seconds < timed.seconds else timed
+        if _no_rule(engine, timed) and isinstance(unit, NumericalColumns):
+            looped = _looped(engine, subject, trial, per_item)
+            if looped is not None:
+                return looped
     finally:
         if state is not None:
             engine.set_rng_state(state)
@@ -223,6 +229,28 @@ def _measure(
     if timed.seconds > budget:
         return Decision(reason=Fallback.SLOWER, seconds=timed.seconds)
     return Decision(batch, seconds=timed.seconds, trial=timed.value)
+
+
+def _no_rule(engine: Engine, timed: Any) -> bool:
+    return (
+        isinstance(timed, Exception)
+        and not isinstance(timed, (BatchRefused, EngineCapabilityError))
+        and (engine.batching_failure(timed) == Fallback.NO_BATCHING_RULE)
+    )
+
+
+def _looped(engine: Engine, subject: Subject, trial: Any, per_item: float) -> Decision | None:
+    """Numerical columns whose function has an operation without a batching rule: a batch in
+    which that operation alone loops over the items (the rest batched), timed on at most
+    :data:`LOOPED_TRIAL_ITEMS` items against the loop; the decision if it is kept, else None
+    (the op stays element by element, remembered as having no batching rule)."""
+    items = min(trial.batch, LOOPED_TRIAL_ITEMS)
+    small = replace(trial, stop=trial.start + items, loops=True)
+    timed = _timed(engine, subject, small)
+    if isinstance(timed, Exception) or timed.seconds > FASTER * per_item * items:
+        return None
+    kept = timed.value if items == trial.batch else None  # the workload's first batch, if it is one
+    return Decision(trial.batch, seconds=timed.seconds * trial.batch / items, trial=kept, loops=True)
 
 
 @dataclass(frozen=True)

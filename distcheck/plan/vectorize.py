@@ -161,15 +161,20 @@ class _Batcher:
         first = 0
         if decision.trial is not None:  # the first batch, computed while deciding
             self.made.append(replace(whole, stop=size, batch=size, spot_tolerance=tolerance, computed=decision.trial))
+            self.made[-1] = _looping(self.made[-1], decision)
             first = 1
         if count > first:
             work = Workload(count - first, decision.seconds, _result_bytes(whole) * size)
             for a, b in self.policy.chunks(work) or [(0, count - first)]:
                 stop = min((first + b) * size, whole.stop)
-                self.made.append(
-                    replace(whole, start=(first + a) * size, stop=stop, batch=size, spot_tolerance=tolerance)
-                )
+                made = replace(whole, start=(first + a) * size, stop=stop, batch=size, spot_tolerance=tolerance)
+                self.made.append(_looping(made, decision))
         return tuple(range(start, len(self.made)))
+
+
+def _looping(unit: Unit, decision: Any) -> Unit:
+    """``unit`` looping inside its batches where an operation has no batching rule, if so decided."""
+    return replace(unit, loops=True) if decision.loops else unit
 
 
 def _result_bytes(unit: Any) -> int:

@@ -287,14 +287,13 @@ def test_every_reason_planned_is_reached():
     import numpy as np
 
     matmul = distcheck.numpy_function(np.matmul, vjp=matmul_vjp)
-    log_probs = torch.randn(6, 2, 4, dtype=torch.float64).log_softmax(2).detach().requires_grad_()
-    targets, lengths, target_lengths = torch.tensor([[1, 2], [1, 1]]), torch.tensor([6, 6]), torch.tensor([2, 2])
     sparse = torch.eye(4, dtype=torch.float64).to_sparse().requires_grad_()
     cases = {
         Fallback.NO_VMAP: (matmul, (np.random.rand(4, 4), np.random.rand(4, 2))),
         Fallback.SMALL: (torch.sin, (_x(3),), Batching()),
         Fallback.SLOWER: (Slow.apply, (_x(12),)),
-        Fallback.NO_BATCHING_RULE: (lambda lp: F.ctc_loss(lp, targets, lengths, target_lengths), (log_probs,)),
+        # histc has no batching rule; looping it inside the batch meets .item() (the op stays exact)
+        Fallback.NO_BATCHING_RULE: (lambda b: b.sin() * torch.histc(b, 4).sum().item(), (_x(12),)),
         Fallback.AUTOGRAD_FUNCTION: (tf.WrongScale.apply, (_x(12),)),
         Fallback.RANDOMNESS: (lambda b: b.sin() + 0 * torch.rand(()), (_x(12),)),
         Fallback.VMAP_ERROR: (lambda b: b * len(b.tolist()), (_x(12),)),
@@ -419,6 +418,26 @@ def test_the_batch_timed_while_planning_is_the_plans_first_batch():
         for kept, made in zip(blocks(unit.computed), blocks(again)):
             assert (kept is None and made is None) or (kept == made).all()
     assert batch_choice._recall(next(iter(batch_choice._remembered))).trial is None  # not kept per process
+
+
+@pytest.mark.parametrize("gradgrad", [False, True])
+def test_an_operation_without_a_batching_rule_loops_inside_a_batch_kept_as_torch(gradgrad, monkeypatch):
+    """histc and quantile have no batching rule: a batch in which they alone loop over the items is
+    timed (here made to look faster, whatever the machine) and kept, with torch's verdict."""
+    monkeypatch.setattr(batch_choice, "FASTER", float("inf"))
+    func = lambda b: b.sin() * torch.histc(b.detach(), 4).sum() + torch.quantile(b, 0.3)  # noqa: E731
+    options = CheckOptions(vectorize=MEASURED)
+    _, plan = plan_check(func, (_x(20),), options, SerialExecutor())
+    assert any(getattr(u, "loops", False) for u in plan.units)
+    batch_choice.forget()
+    verdict, counts = _side_by_side(func, (_x(20),), batching=MEASURED, gradgrad=gradgrad)
+    assert verdict == "pass" and counts.batched >= 1 and Fallback.NO_BATCHING_RULE not in counts.fallbacks
+
+
+def test_a_looping_batch_slower_than_the_loop_stays_element_by_element(monkeypatch):
+    monkeypatch.setattr(batch_choice, "FASTER", 0.0)  # no batch is ever faster enough
+    func = lambda b: b.sin() * torch.histc(b.detach(), 4).sum()  # noqa: E731
+    assert _reasons(func, (_x(20),)) == {Fallback.NO_BATCHING_RULE: 1}
 
 
 def test_a_decision_is_remembered_for_another_sample_of_the_op():

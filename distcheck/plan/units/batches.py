@@ -105,7 +105,7 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
     evaluate = engine.perturbed_evaluator(variant.func, variant.inputs, unit.position, wanted)
     for items in batches(unit):
         got = numerical_block(
-            engine, variant.func, variant.inputs, unit.position, items, unit.eps, unit.is_complex, wanted
+            engine, variant.func, variant.inputs, unit.position, items, unit.eps, unit.is_complex, wanted, unit.loops
         )
         k = spot_item(items)
         exact = [host(engine, c) for c in jacobian_column(evaluate, k, unit.eps, unit.is_complex)]
