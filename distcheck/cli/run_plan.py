@@ -81,7 +81,7 @@ def plan_resume(
     recorded = log.start["options"]
     serial = serial or (address is None and bool(recorded.get("serial")))
     address = address if address is not None or serial else recorded.get("address")
-    options = RunOptions.recorded(log.start["options"], serial=serial, address=address)
+    options = RunOptions.recorded(recorded, serial=serial, address=address)
     _check_where(getattr(suite, "device", "cpu"), options)
     writer = RunWriter(log.folder, None, {r.id for r in log.records})
     return RunPlan(suite, log.selection, options, log.folder, writer, log.records, log.start["command"], log.start)

@@ -213,13 +213,17 @@ def _measure(
         if not isinstance(timed, Exception) and timed.seconds > budget:  # a first call's one-off costs
             again = _timed(engine, subject, trial)
             timed = again if isinstance(again, Exception) or again.seconds < timed.seconds else timed
-        if _no_rule(engine, timed) and isinstance(unit, NumericalColumns):
-            looped = _looped(engine, subject, trial, per_item)
-            if looped is not None:
-                return looped
+        decision = _decided(engine, timed, batch, budget)
+        if decision.reason == Fallback.NO_BATCHING_RULE and isinstance(unit, NumericalColumns):
+            decision = _looped(engine, subject, trial, per_item) or decision
     finally:
         if state is not None:
             engine.set_rng_state(state)
+    return decision
+
+
+def _decided(engine: Engine, timed: _Timed | Exception, batch: int, budget: float) -> Decision:
+    """The decision a timed trial batch makes: kept within ``budget`` seconds, else why not."""
     if isinstance(timed, BatchRefused):
         return Decision(reason=timed.reason)
     if isinstance(timed, EngineCapabilityError):
@@ -229,14 +233,6 @@ def _measure(
     if timed.seconds > budget:
         return Decision(reason=Fallback.SLOWER, seconds=timed.seconds)
     return Decision(batch, seconds=timed.seconds, trial=timed.value)
-
-
-def _no_rule(engine: Engine, timed: Any) -> bool:
-    return (
-        isinstance(timed, Exception)
-        and not isinstance(timed, (BatchRefused, EngineCapabilityError))
-        and (engine.batching_failure(timed) == Fallback.NO_BATCHING_RULE)
-    )
 
 
 def _looped(engine: Engine, subject: Subject, trial: Any, per_item: float) -> Decision | None:

@@ -208,8 +208,7 @@ def _plan_backward(
         else:
             window = shared.window(part)
         if not checked:
-            numels = tuple(s.numel for s in diff)
-            b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), numels, b.options.nondet_tol))
+            b.stages.append(ZeroNumericalJacobian(key, tuple((n,) for n in numerical), diff, b.options.nondet_tol))
             return
         analytical = tuple(b.add(AnalyticalRows(key, o.position, 0, 1, diff, vector=vk)) for o, vk in zip(checked, v))
 
@@ -226,7 +225,7 @@ def _plan_backward(
         return
     if not checked:
         numerical = b.columns(key, diff, infos, outputs, floats)
-        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff), inputs=diff))
+        b.stages.append(ZeroNumericalJacobian(key, numerical, diff))
         return
     if shared:
         numerical, window = shared.columns(b, diff, infos, outputs, differentiable), shared.window(part)
@@ -269,7 +268,7 @@ def _plan_forward(
         return
     if not any(differentiable):
         numerical = b.columns(key, diff, infos, outputs, floats)
-        b.stages.append(ZeroNumericalJacobian(key, numerical, tuple(s.numel for s in diff), inputs=diff))
+        b.stages.append(ZeroNumericalJacobian(key, numerical, diff))
         return
     checked = tuple(OutputInfo(p, o.shape, False) for p, o in enumerate(outputs) if differentiable[p])
     numerical = b.columns(key, diff, infos, outputs, differentiable)

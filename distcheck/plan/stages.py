@@ -93,9 +93,13 @@ class ZeroNumericalJacobian:
 
     variant: VariantKey
     numerical: tuple[tuple[int, ...], ...]
-    numels: tuple[int, ...]  # per input: rows of its Jacobian
+    inputs: tuple[InputSlot, ...]  # the inputs perturbed
     tolerance: float | None = None
-    inputs: tuple[InputSlot, ...] = ()  # the inputs perturbed (slow mode: what a batch of columns holds)
+
+    @property
+    def numels(self) -> tuple[int, ...]:
+        """Per input: the rows of its Jacobian."""
+        return tuple(s.numel for s in self.inputs)
 
 
 @dataclass(frozen=True)

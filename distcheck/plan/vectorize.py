@@ -157,24 +157,19 @@ class _Batcher:
             return decision.reason
         size = decision.batch
         count = math.ceil(whole.stop / size)
+        batched = replace(whole, batch=size, spot_tolerance=tolerance)
+        if decision.loops:  # an operation without a batching rule loops inside every batch
+            batched = replace(batched, loops=True)
         start = len(self.made)
         first = 0
         if decision.trial is not None:  # the first batch, computed while deciding
-            self.made.append(replace(whole, stop=size, batch=size, spot_tolerance=tolerance, computed=decision.trial))
-            self.made[-1] = _looping(self.made[-1], decision)
+            self.made.append(replace(batched, stop=size, computed=decision.trial))
             first = 1
         if count > first:
             work = Workload(count - first, decision.seconds, _result_bytes(whole) * size)
             for a, b in self.policy.chunks(work) or [(0, count - first)]:
-                stop = min((first + b) * size, whole.stop)
-                made = replace(whole, start=(first + a) * size, stop=stop, batch=size, spot_tolerance=tolerance)
-                self.made.append(_looping(made, decision))
+                self.made.append(replace(batched, start=(first + a) * size, stop=min((first + b) * size, whole.stop)))
         return tuple(range(start, len(self.made)))
-
-
-def _looping(unit: Unit, decision: Any) -> Unit:
-    """``unit`` looping inside its batches where an operation has no batching rule, if so decided."""
-    return replace(unit, loops=True) if decision.loops else unit
 
 
 def _result_bytes(unit: Any) -> int:

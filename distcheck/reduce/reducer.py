@@ -61,14 +61,7 @@ class Reducer:
 
     def judge(self, stage: Stage) -> None:
         """Judge one stage; raises its failure."""
-        handlers = {
-            JacobianComparison: self.jacobian_comparison,
-            BatchedComparison: self.batched_comparison,
-            ProjectedComparison: self.projected_comparison,
-            ZeroNumericalJacobian: self.zero_numerical,
-            Auxiliary: self.auxiliary,
-        }
-        handlers[type(stage)](stage)
+        getattr(self, _HANDLERS[type(stage)])(stage)
 
     def value(self, unit: int):
         return self.results.get(unit).unwrap()
@@ -233,6 +226,16 @@ class Reducer:
 
     def auxiliary(self, stage: Auxiliary) -> None:
         self.value(stage.unit)
+
+
+# the Reducer method that judges each kind of stage
+_HANDLERS = {
+    JacobianComparison: "jacobian_comparison",
+    BatchedComparison: "batched_comparison",
+    ProjectedComparison: "projected_comparison",
+    ZeroNumericalJacobian: "zero_numerical",
+    Auxiliary: "auxiliary",
+}
 
 
 class _NotClear(Exception):
