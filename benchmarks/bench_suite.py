@@ -56,6 +56,7 @@ from distcheck.reports import json_report  # noqa: E402
 from distcheck.reports.console import ConsoleProgress, summary  # noqa: E402
 from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
 from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
+from distcheck.runner.first_failure import Stops  # noqa: E402
 from distcheck.runner.judge import judge  # noqa: E402
 from distcheck.runner.run import select  # noqa: E402
 from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
@@ -88,16 +89,21 @@ def load() -> str:
 def reference_loop(
     mode: str, selection: Selection, budget: Budget, max_cases: int | None
 ) -> tuple[dict[str, CaseRecord], float]:
-    """torch.autograd.gradcheck over the selected cases, one after the other, on one thread."""
+    """torch.autograd.gradcheck over the selected cases, one after the other, on one thread; a
+    test expected to fail stops at its first failing sample, as PyTorch's test does."""
     torch.set_num_threads(1)
     suite = get_suite(SUITE, mode)
     checker = torch_checker()
+    stops = Stops()
     records: dict[str, CaseRecord] = {}
     start = time.perf_counter()
     progress = time.monotonic()
     for info in select(suite, selection, max_cases):
         if info.status != "run":
             records[info.key] = CaseRecord(info.id, info.status, info.reason)
+            continue
+        if (not_run := stops.skipped(info.id)) is not None:
+            records[info.key] = not_run
             continue
         began = time.perf_counter()
         built = suite.build(info.id)
@@ -113,6 +119,7 @@ def reference_loop(
                 verdict, message = "skipped", reason
         if verdict is None:
             verdict, message = judge(built, checker)
+            stops.note(info.id, verdict)
         records[info.key] = CaseRecord(info.id, verdict, message, time.perf_counter() - began, 1)
         if time.monotonic() - progress > 30:
             progress = time.monotonic()

@@ -5,7 +5,8 @@ Case by case (built from its id as a run builds it, in the suite's order), three
 alternate, each on the case rebuilt: torch.autograd's gradcheck / gradgradcheck, distcheck's
 with ``vectorize=True`` and distcheck's with ``vectorize=False`` (the element-by-element path,
 as before batching); their order rotates from case to case. A case whose Jacobians exceed the
-memory budget is skipped by all three, from the same estimate. Prints, with the load average
+memory budget is skipped by all three, from the same estimate; a test expected to fail stops
+at its first failing sample on each side (as PyTorch's test and ``distcheck run`` do). Prints, with the load average
 before and after: per op the seconds of each side, torch / batched, the comparisons decided
 batched and the fallbacks by reason; every case whose verdicts differ; the totals over all ops
 and over the ops where batching applies (at least half of their comparisons decided batched),
@@ -141,6 +142,7 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
 
     from distcheck import BatchCounts
     from distcheck.runner.budget import Budget, default_max_jacobian_mb
+    from distcheck.runner.first_failure import Stops
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -152,13 +154,18 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
         lambda: {"seconds": collections.Counter(), "xfail": collections.Counter(), "counts": BatchCounts()}
     )
     differing = []
+    stops = {side: Stops() for side in sides}  # a test expected to fail stops at its first failing sample
     for n, info in enumerate(infos):
         if len(sides) > 1 and per_op and info.id.op not in per_op:  # an op done: its line now
             print("  done: " + _line(*list(per_op.items())[-1]), file=sys.stderr, flush=True)
         op = per_op[info.id.op]
         verdicts = {}
         for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
+            if stops[side].skipped(info.id) is not None:
+                verdicts[side] = "skipped"
+                continue
             verdicts[side], seconds, expected_failure = timed(suite, info, chosen[side], budget)
+            stops[side].note(info.id, verdicts[side])
             op["seconds"][side] += seconds
             op["xfail"][side] += seconds if expected_failure else 0.0
         op["counts"] += counts

@@ -7,14 +7,15 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from distcheck.kinds import Status
 from distcheck.records.case_record import CaseRecord, RecordBatch
 from distcheck.records.listener import Listener
 from distcheck.records.record_list import RecordList
 from distcheck.runner.batches import CaseList
-from distcheck.suites.base import RUN, CaseInfo, GroupInfo
+from distcheck.runner.first_failure import Chains
+from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
 
 
 class Collector:
@@ -23,10 +24,18 @@ class Collector:
     last record). Records arrive in batches, kept as they came (no object per case: see
     :class:`RecordBatch`). ``recorded``: the records of a resumed run (their
     cases are not dispatched); ``hold``: bad records wait for reruns instead of going to the
-    listener."""
+    listener; ``expected``: whether a case's test is expected to fail (the suite's
+    ``expected_to_fail``; None: no test is), for :class:`~.first_failure.Chains`."""
 
-    def __init__(self, listener: Listener, recorded: Iterable[CaseRecord] = (), hold: bool = False):
+    def __init__(
+        self,
+        listener: Listener,
+        recorded: Iterable[CaseRecord] = (),
+        hold: bool = False,
+        expected: Callable[[CaseId], bool] | None = None,
+    ):
         self.listener, self.hold = listener, hold
+        self.chains = None if expected is None else Chains(expected)
         self.recorded = {r.id: r for r in recorded}
         # the enumeration's places in order: a case's key, or a group's listed keys (None until listed)
         self.places: list[str | tuple[str, ...] | None] = []
@@ -46,17 +55,25 @@ class Collector:
         """The groups and runnable cases of ``items`` not recorded yet; the other cases are
         recorded on the way."""
         for item in items:
+            not_run = None
             with self.lock:
                 if isinstance(item, GroupInfo):
                     self.groups[item.key] = len(self.places)
                     self.places.append(None)
                     self.unlisted += 1
+                    if self.chains is not None:
+                        self.chains.group(item)
                 else:
                     self.places.append(item.key)
                     self.known += 1
+                    if self.chains is not None and item.status == RUN:
+                        not_run = self.chains.add(item.id, item.key)
                 self._tell()
             if isinstance(item, GroupInfo):
                 yield item
+            elif not_run is not None and item.key not in self.recorded:
+                with self.lock:
+                    self._keep(RecordBatch([not_run]))  # final: its test stopped before it
             elif item.key in self.recorded:
                 self.settle(RecordBatch([self.recorded[item.key]]))
             elif item.status == RUN:
@@ -86,6 +103,8 @@ class Collector:
             if self.hold:
                 self.listings[group.key] = cases
             self._tell()
+            if self.chains is not None:  # final: their tests stopped before them (a group listed again)
+                self._keep(RecordBatch(self.chains.listed(group, cases.keys, {case.key for case in cases.decided})))
         if cases.decided:
             self.emit(_decided(cases.decided))
 
@@ -108,9 +127,14 @@ class Collector:
 
     def settle(self, batch: RecordBatch) -> None:
         """Final records: kept, and told to the listener."""
-        if not batch:
-            return
         with self.lock:
+            if self.chains is not None:
+                batch, released = self.chains.filter(batch)
+                self._keep(RecordBatch(released))
+            self._keep(batch)
+
+    def _keep(self, batch: RecordBatch) -> None:
+        if batch:
             self.arrivals.append(batch)
             self.count += len(batch)
             self.listener.recorded(batch)

@@ -23,7 +23,16 @@ from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.protocols import Dispatcher, Interrupted
 from distcheck.runner.reruns import rerun
 from distcheck.storage.blocks import BlockStore
-from distcheck.suites.base import CaseInfo, GroupInfo, Selection, Suite, UsageError, enumerate_cases, is_grouped
+from distcheck.suites.base import (
+    CaseInfo,
+    GroupInfo,
+    Selection,
+    Suite,
+    UsageError,
+    enumerate_cases,
+    expected_to_fail,
+    is_grouped,
+)
 
 
 def select(suite: Suite, selection: Selection, max_cases: int | None = None) -> Iterator[CaseInfo]:
@@ -91,7 +100,7 @@ def run_suite(
     result = RunResult(suite.name, suite.mode, dispatcher.name, config.workers)
     result.device, result.placement = config.device, dispatcher.placement
     listener.started(result)
-    collector = Collector(listener, recorded, hold=options.reruns > 0)
+    collector = Collector(listener, recorded, hold=options.reruns > 0, expected=expected_to_fail(suite))
     everything = itertools.chain([first], items)
     # What is alive now (the suite's database, the libraries) stays alive during the run: out of
     # the garbage collector's sight, full collections do not go over it again and again.

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from distcheck.records.case_record import RecordBatch
 from distcheck.runner.case import recorded, run_case, timeout_record
+from distcheck.runner.first_failure import Stops
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class SerialDispatcher:
         self.stop = threading.Event()  # set: no further case starts
 
     def run(self, config: RunConfig, items: Iterator[GroupInfo | CaseInfo], sink: Sink) -> None:
+        stops = Stops()  # tests failed as expected: their later samples are not run
         for item in items:
             if self.stop.is_set():
                 return
@@ -70,11 +72,15 @@ class SerialDispatcher:
                     if self.stop.is_set():
                         return
                     if info.status == RUN:
-                        self.run_one(config, info, sink)
+                        self.run_one(config, info, sink, stops)
             else:
-                self.run_one(config, item, sink)
+                self.run_one(config, item, sink, stops)
 
-    def run_one(self, config: RunConfig, info: CaseInfo, sink: Sink) -> None:
+    def run_one(self, config: RunConfig, info: CaseInfo, sink: Sink, stops: Stops) -> None:
+        skipped = stops.skipped(info.id)
+        if skipped is not None:
+            sink.emit(RecordBatch([skipped]))
+            return
         start = time.perf_counter()
         try:
             with alarm(config.timeout):
@@ -82,6 +88,7 @@ class SerialDispatcher:
         except CaseTimeout:
             sink.emit(RecordBatch([timeout_record(info, config.timeout, time.perf_counter() - start)]))
             return
+        stops.note(info.id, outcome.verdict)
         record, blocks = recorded(info, outcome, 1, config.keeps_blocks)
         config.store(blocks)
         sink.emit(RecordBatch([record]))

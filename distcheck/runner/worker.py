@@ -18,6 +18,7 @@ import ray
 from distcheck.records.case_record import CaseRecord, RecordBatch
 from distcheck.runner.batches import CaseList
 from distcheck.runner.case import Outcome, SplitRequest, prepare, recorded, run_case
+from distcheck.runner.first_failure import Stops
 from distcheck.runner.messages import ChunkDone, ChunkStarted, Finished, Idle, Listed, Ready, Soon, Started, Unlisted
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
@@ -55,6 +56,7 @@ def _reports(take: Callable, put: Callable | None, config: RunConfig, report_eve
     ``put`` hands the queue the listed cases the item's head leaves."""
     pending: list = []
     reported, finished, pause, idle, chunks = time.monotonic(), None, IDLE_WAIT[0], True, False
+    stops = Stops()  # tests failed as expected here: their later samples are not run
 
     def report(*last) -> list:
         nonlocal pending, reported
@@ -103,8 +105,13 @@ def _reports(take: Callable, put: Callable | None, config: RunConfig, report_eve
             cases = [listing[k] for k in head]
         done = _Done(item.id, config.keeps_blocks)
         for k, case in enumerate(cases):
+            skipped = stops.skipped(case.id)
+            if skipped is not None:
+                done.add(k, case, skipped)
+                continue
             outcome = run_case(config.suite, case.id, case.fingerprint, config.budget, vectorize=config.vectorize)
             done.add(k, case, outcome)
+            stops.note(case.id, getattr(outcome, "verdict", None))
             # a case to split goes out at once: its coordinator starts on the driver's word, and
             # this runner's next item may take long
             if due() or type(outcome) is SplitRequest:
@@ -127,9 +134,11 @@ class _Done:
         self.blocks: dict = {}
         self.splits: list[tuple[int, SplitRequest]] = []
 
-    def add(self, k: int, case: CaseInfo, outcome: Outcome | SplitRequest) -> None:
+    def add(self, k: int, case: CaseInfo, outcome: Outcome | SplitRequest | CaseRecord) -> None:
         if type(outcome) is SplitRequest:
             self.splits.append((k, outcome))
+        elif type(outcome) is CaseRecord:  # decided without running
+            self.records.append(outcome)
         else:
             record, blocks = recorded(case, outcome, 1, self.keep_blocks)
             self.records.append(record)

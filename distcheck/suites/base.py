@@ -340,6 +340,13 @@ def on_device(suite: Suite, device: str) -> Suite:
     return suite.with_device(device)
 
 
+def expected_to_fail(suite: Suite) -> Callable[[CaseId], bool] | None:
+    """The suite's ``expected_to_fail(case)``: whether a runnable case is a sample of a test
+    expected to fail, which stops at its first failing sample as PyTorch's test does (see
+    :mod:`distcheck.runner.first_failure`); None for a suite that runs no such test."""
+    return getattr(suite, "expected_to_fail", None)
+
+
 def is_grouped(suite: Suite) -> bool:
     return callable(getattr(suite, "groups", None)) and callable(getattr(suite, "list_group", None))
 

@@ -22,7 +22,9 @@
   the process that runs it the first two times (it counts them in ``marker``), then passes. ``bigdie``: ``big``, but the
   evaluation with its middle element perturbed (a finite difference: never the evaluations
   that estimate and plan the case) ends the process that runs it — the first time only if
-  ``marker`` is given (it creates ``marker-died``), else always.
+  ``marker`` is given (it creates ``marker-died``), else always. ``expected``: a test expected to
+  fail (``expected_to_fail``), whose odd sample has a wrong backward (``xfail``), the others
+  passing (``xpass``).
 """
 
 from __future__ import annotations
@@ -168,6 +170,9 @@ class FakeSuite:
     def prepare(self) -> None:
         pass
 
+    def expected_to_fail(self, case: CaseId) -> bool:
+        return case.op == "expected"
+
     def cases(self, selection: Selection) -> Iterator[CaseInfo]:
         return enumerate_cases(self, selection)
 
@@ -196,6 +201,8 @@ class FakeSuite:
         size = {"big": 3000, "bigdie": 3000, "drag": 50}.get(case.op, 4)
         x = torch.linspace(0.1, 0.9, size, dtype=torch.float64).requires_grad_()
         func = FUNCTIONS.get(case.op, torch.sin) if case.sample == self.odd else torch.sin
+        if case.op == "expected" and case.sample == self.odd:
+            func = _WrongSin.apply
         if case.op == "drag" and self.marks is not None:
             func = functools.partial(_drag, marks=self.marks)
         if case.op == "big" and self.marks is not None:
@@ -217,7 +224,8 @@ class FakeSuite:
         rebuilt = rebuilt.get(case.op, f"fp-{case.op}")
         napping = case.op == "stall" and case.sample < self.odd and case.sample % 2 == 0
         before = functools.partial(time.sleep, 1.0) if napping else lambda: None
-        return BuiltCase(case, func, (x,), calls, rebuilt, before_call=before)
+        expected = "known bug" if case.op == "expected" else None
+        return BuiltCase(case, func, (x,), calls, rebuilt, before_call=before, expected_failure=expected)
 
 
 class UngroupedFakeSuite(FakeSuite):

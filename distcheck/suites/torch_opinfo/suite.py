@@ -136,6 +136,11 @@ class TorchOpInfoSuite:
                     yield GroupInfo(self.name, op.full_name, dtype_name(dtype), tuple(runs))
                 yield from decided
 
+    def expected_to_fail(self, case: CaseId) -> bool:
+        """Whether ``case`` is a sample of a test this suite runs though it is expected to fail
+        (its samples stop at the first failing one, as PyTorch's test does)."""
+        return self.runs_xfail and self.status(op_named(case.op), case.check, dtype_named(case.dtype))[0] == XFAIL
+
     def status(self, op, check: str, dtype) -> tuple[str, str]:
         """Whether the suite runs ``check`` of ``op`` in ``dtype``: ``(status, reason)``."""
         return pytorch_status(op, check, dtype, self.device_type)
