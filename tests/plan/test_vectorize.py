@@ -425,6 +425,7 @@ def test_an_operation_without_a_batching_rule_loops_inside_a_batch_kept_as_torch
     """histc and quantile have no batching rule: a batch in which they alone loop over the items is
     timed (here made to look faster, whatever the machine) and kept, with torch's verdict."""
     monkeypatch.setattr(batch_choice, "FASTER", float("inf"))
+    monkeypatch.setattr(batch_choice, "LOOPED_FASTER", float("inf"))
     func = lambda b: b.sin() * torch.histc(b.detach(), 4).sum() + torch.quantile(b, 0.3)  # noqa: E731
     options = CheckOptions(vectorize=MEASURED)
     _, plan = plan_check(func, (_x(20),), options, SerialExecutor())
@@ -434,8 +435,9 @@ def test_an_operation_without_a_batching_rule_loops_inside_a_batch_kept_as_torch
     assert verdict == "pass" and counts.batched >= 1 and Fallback.NO_BATCHING_RULE not in counts.fallbacks
 
 
-def test_a_looping_batch_slower_than_the_loop_stays_element_by_element(monkeypatch):
-    monkeypatch.setattr(batch_choice, "FASTER", 0.0)  # no batch is ever faster enough
+def test_a_looping_batch_not_clearly_faster_than_the_loop_stays_element_by_element(monkeypatch):
+    monkeypatch.setattr(batch_choice, "FASTER", float("inf"))  # a batch that does not loop would be kept
+    monkeypatch.setattr(batch_choice, "LOOPED_FASTER", 0.0)  # one that loops never is
     func = lambda b: b.sin() * torch.histc(b.detach(), 4).sum()  # noqa: E731
     assert _reasons(func, (_x(20),)) == {Fallback.NO_BATCHING_RULE: 1}
 
