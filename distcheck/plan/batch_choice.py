@@ -50,11 +50,10 @@ FASTER = 0.9  # a batch is kept when it takes at most this fraction of the loop 
 HELD_FACTOR = 6  # what one item of a batch holds while it runs, in multiples of the check's inputs and outputs
 LOOP_ITEMS = 2  # items the loop is timed on
 LOOPED_TRIAL_ITEMS = 16  # items of the trial of a batch that loops where an operation has no batching rule
-# A batch that loops is kept only at most this fraction of the loop: where it loops over the costly
-# operation it can gain little, and a trial of a few items can err by a third; when the check then
-# fails, its work is done again element by element (for torch's message), so a marginal gain
-# could cost twice the loop.
-LOOPED_FASTER = 0.5
+# A batch that loops is kept only at most this fraction of the loop over the same items: where it
+# loops over the costly operation it gains little, and when the check then fails its work is done
+# again element by element (for torch's message), so a marginal gain could cost twice the loop.
+LOOPED_FASTER = 0.8
 FEWEST_ITEMS = 8  # a workload of fewer items stays element by element, untimed
 _REMEMBERED = 4096  # decisions kept per process (the oldest go first)
 # vmap errors that say the op cannot be batched, whatever its sample
@@ -220,7 +219,7 @@ def _measure(
             timed = again if isinstance(again, Exception) or again.seconds < timed.seconds else timed
         decision = _decided(engine, timed, batch, budget)
         if decision.reason == Fallback.NO_BATCHING_RULE and isinstance(unit, NumericalColumns):
-            decision = _looped(engine, subject, trial, per_item) or decision
+            decision = _looped(engine, subject, trial) or decision
     finally:
         if state is not None:
             engine.set_rng_state(state)
@@ -240,16 +239,18 @@ def _decided(engine: Engine, timed: _Timed | Exception, batch: int, budget: floa
     return Decision(batch, seconds=timed.seconds, trial=timed.value)
 
 
-def _looped(engine: Engine, subject: Subject, trial: Any, per_item: float) -> Decision | None:
+def _looped(engine: Engine, subject: Subject, trial: Any) -> Decision | None:
     """Numerical columns whose function has an operation without a batching rule: a batch in
     which that operation alone loops over the items (the rest batched), timed on at most
-    :data:`LOOPED_TRIAL_ITEMS` items against the loop, kept at most :data:`LOOPED_FASTER` of it; the
-    decision if it is kept, else None
-    (the op stays element by element, remembered as having no batching rule)."""
+    :data:`LOOPED_TRIAL_ITEMS` items against the loop over the same items (not the estimate of a
+    few: such a gain is small enough for that estimate's error to decide it), kept at most
+    :data:`LOOPED_FASTER` of it; the decision if it is kept, else None (the op stays element by
+    element, remembered as having no batching rule)."""
     items = min(trial.batch, LOOPED_TRIAL_ITEMS)
+    loop = _timed(engine, subject, replace(trial, stop=trial.start + items, batch=0, spot_tolerance=(0.0, 0.0)))
     small = replace(trial, stop=trial.start + items, loops=True)
     timed = _timed(engine, subject, small)
-    if isinstance(timed, Exception) or timed.seconds > LOOPED_FASTER * per_item * items:
+    if isinstance(loop, Exception) or isinstance(timed, Exception) or timed.seconds > LOOPED_FASTER * loop.seconds:
         return None
     kept = timed.value if items == trial.batch else None  # the workload's first batch, if it is one
     return Decision(trial.batch, seconds=timed.seconds * trial.batch / items, trial=kept, loops=True)
