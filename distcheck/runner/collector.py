@@ -71,9 +71,9 @@ class Collector:
                 self._tell()
             if isinstance(item, GroupInfo):
                 yield item
-            elif not_run is not None and item.key not in self.recorded:
+            elif not_run is not None:  # its test stopped before it: final as recorded, else not run
                 with self.lock:
-                    self._keep(RecordBatch([not_run]))  # final: its test stopped before it
+                    self._keep(RecordBatch([self.recorded.get(item.key, not_run)]))
             elif item.key in self.recorded:
                 self.settle(RecordBatch([self.recorded[item.key]]))
             elif item.status == RUN:

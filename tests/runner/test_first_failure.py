@@ -15,7 +15,7 @@ from distcheck.runner.first_failure import Stops
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection
 from tests.runner.fake_suite import FakeSuite, UngroupedFakeSuite
 
-NOT_RUN = "not run: its test failed as expected at sample 2 (PyTorch's test stops at its first failing sample)"
+NOT_RUN = "not run: its test failed as expected at sample {} (PyTorch's test stops at its first failing sample)"
 
 
 def _id(sample: int, op: str = "expected", check: str = "grad") -> CaseId:
@@ -44,7 +44,7 @@ def test_a_test_expected_to_fail_stops_at_its_first_failing_sample(suite):
     result = run_suite(fake, Selection(checks=("grad",)), RunOptions(serial=True))
     assert _expected_test(result, 6) == [XPASS, XPASS, XFAIL, SKIPPED, SKIPPED, SKIPPED]
     later = [_by_id(result)[_id(k).text] for k in (3, 4, 5)]
-    assert all(record.message == NOT_RUN and record.tasks == 0 for record in later)
+    assert all(record.message == NOT_RUN.format(2) and record.tasks == 0 for record in later)
     assert all(_by_id(result)[_id(k, "sin").text].verdict == PASS for k in range(6))  # other tests: all run
     assert result.complete and not result.failed  # the test failed, as expected
 
@@ -75,7 +75,7 @@ def test_the_records_do_not_depend_on_their_order_of_arrival():
     records = [_record(0, XPASS), _record(1, XPASS), _record(2, XFAIL), _record(3, XPASS), _record(4, XFAIL)]
     wanted = _collected([records], 5)
     assert [wanted[_id(k).text][0] for k in range(5)] == [XPASS, XPASS, XFAIL, SKIPPED, SKIPPED]
-    assert wanted[_id(4).text][1] == NOT_RUN
+    assert wanted[_id(4).text][1] == NOT_RUN.format(2)
     for order in itertools.permutations(records):
         assert _collected([[record] for record in order], 5) == wanted
 
@@ -97,8 +97,10 @@ def test_a_record_waits_for_its_test_s_earlier_samples():
     assert seen == [(_id(0).text, XFAIL), (_id(1).text, SKIPPED), (_id(2).text, SKIPPED)]
 
 
-def test_a_resumed_run_runs_no_sample_after_a_recorded_failure():
-    collector = Collector(Listener(), [_record(0, XPASS), _record(1, XFAIL)], expected=lambda c: c.op == "expected")
+@pytest.mark.parametrize("recorded", [2, 3], ids=["not-run-samples-unrecorded", "one-recorded"])
+def test_a_resumed_run_runs_no_sample_after_a_recorded_failure(recorded):
+    before = [_record(0, XPASS), _record(1, XFAIL), CaseRecord(_id(2), SKIPPED, NOT_RUN.format(1))][:recorded]
+    collector = Collector(Listener(), before, expected=lambda c: c.op == "expected")
     cases = [CaseInfo(_id(k), RUN) for k in range(4)]
     assert list(collector.enumerate(iter(cases))) == []
     result = collector.result()
