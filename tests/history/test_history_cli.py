@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -27,9 +28,15 @@ def nights(tmp_path) -> list[str]:
     return folders
 
 
+# what a Ray the session's other tests started prints into this process, asynchronously, on
+# either stream (its log monitor: "(raylet) A worker died ...", "(pid=...) ...")
+_RAY_LINE = re.compile(r"^(\x1b\[[0-9;]*m)?\((raylet|pid=|\w+ pid=)")
+
+
 def history(capsys, *args: str) -> tuple[int, str, str]:
     code = main(["history", *args])
     out, err = capsys.readouterr()
+    out = "".join(line for line in out.splitlines(keepends=True) if not _RAY_LINE.match(line))
     return code, out, err
 
 
