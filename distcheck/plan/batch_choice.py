@@ -219,7 +219,7 @@ def _measure(
             timed = again if isinstance(again, Exception) or again.seconds < timed.seconds else timed
         decision = _decided(engine, timed, batch, budget)
         if decision.reason == Fallback.NO_BATCHING_RULE and isinstance(unit, NumericalColumns):
-            decision = _looped(engine, subject, trial) or decision
+            decision = _looped(engine, subject, unit, trial) or decision
     finally:
         if state is not None:
             engine.set_rng_state(state)
@@ -239,15 +239,16 @@ def _decided(engine: Engine, timed: _Timed | Exception, batch: int, budget: floa
     return Decision(batch, seconds=timed.seconds, trial=timed.value)
 
 
-def _looped(engine: Engine, subject: Subject, trial: Any) -> Decision | None:
+def _looped(engine: Engine, subject: Subject, unit: Any, trial: Any) -> Decision | None:
     """Numerical columns whose function has an operation without a batching rule: a batch in
     which that operation alone loops over the items (the rest batched), timed on at most
     :data:`LOOPED_TRIAL_ITEMS` items against the loop over the same items (not the estimate of a
     few: such a gain is small enough for that estimate's error to decide it), kept at most
     :data:`LOOPED_FASTER` of it; the decision if it is kept, else None (the op stays element by
-    element, remembered as having no batching rule)."""
+    element, remembered as having no batching rule). ``unit``: the workload; ``trial``: its
+    first batch."""
     items = min(trial.batch, LOOPED_TRIAL_ITEMS)
-    loop = _timed(engine, subject, replace(trial, stop=trial.start + items, batch=0, spot_tolerance=(0.0, 0.0)))
+    loop = _timed(engine, subject, replace(unit, stop=unit.start + items))  # the workload itself, element by element
     small = replace(trial, stop=trial.start + items, loops=True)
     timed = _timed(engine, subject, small)
     if isinstance(loop, Exception) or isinstance(timed, Exception) or timed.seconds > LOOPED_FASTER * loop.seconds:

@@ -104,7 +104,7 @@ class Collector:
                 self.listings[group.key] = cases
             self._tell()
             if self.chains is not None:  # final: their tests stopped before them (a group listed again)
-                self._keep(RecordBatch(self.chains.listed(group, cases.keys, {case.key for case in cases.decided})))
+                self._keep(RecordBatch(self.chains.listed(group, cases)))
         if cases.decided:
             self.emit(_decided(cases.decided))
 

@@ -20,11 +20,12 @@ unless the test stopped before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from distcheck.records.case_record import SKIPPED, XFAIL, CaseRecord, RecordBatch
-from distcheck.suites.base import SEPARATOR, CaseId, GroupInfo, check_of
+from distcheck.runner.batches import CaseList
+from distcheck.suites.base import CaseId, GroupInfo, check_of, group_of
 
 
 def test_of(case: CaseId) -> tuple:
@@ -115,9 +116,13 @@ class Chains:
             self.known[kind] = bool(self.expected(case))
         return self.known[kind]
 
+    def _kinds(self, group: GroupInfo) -> frozenset[str]:
+        """The group's check kinds expected to fail."""
+        return frozenset(c for c in group.checks if self._expected(CaseId(group.suite, group.op, group.dtype, c)))
+
     def group(self, group: GroupInfo) -> None:
         """A group enumerated, to be listed."""
-        kinds = frozenset(c for c in group.checks if self._expected(CaseId(group.suite, group.op, group.dtype, c)))
+        kinds = self._kinds(group)
         if kinds:
             self.unlisted[group.key] = kinds
 
@@ -135,14 +140,17 @@ class Chains:
         chain.next = len(chain.ids)  # a sample listed after its test stopped (a resumed run's)
         return not_run(case, chain.failed_sample())
 
-    def listed(self, group: GroupInfo, keys: Sequence[str], decided: Collection[str]) -> list[CaseRecord]:
-        """:meth:`add` for the runnable cases of a group's listing (``keys``, less ``decided``);
-        the final records this makes: not-run ones (a group listed again after its test
-        stopped) and those of records that came early."""
+    def listed(self, group: GroupInfo, cases: CaseList) -> list[CaseRecord]:
+        """:meth:`add` for the runnable cases of a group's listing; the final records this makes:
+        not-run ones (a group listed again after its test stopped) and those of records that
+        came early."""
         kinds = self.unlisted.pop(group.key, None)
-        if kinds is None:  # listed again: its kinds are known
-            kinds = {c for c in group.checks if self._expected(CaseId(group.suite, group.op, group.dtype, c))}
-        mine = [key for key in keys if check_of(key) in kinds and key not in decided]
+        if kinds is None:  # listed again
+            kinds = self._kinds(group)
+        if not kinds:
+            return []
+        decided = {case.key for case in cases.decided}
+        mine = [key for key in cases.keys if check_of(key) in kinds and key not in decided]
         out = [record for record in (self.add(CaseId.parse(key), key) for key in mine) if record is not None]
         for key in mine:
             if key in self.early:
@@ -155,9 +163,8 @@ class Chains:
 
     def _early(self, key: str) -> bool:
         """Whether ``key`` is a case of a group not listed yet, of a kind expected to fail."""
-        parts = key.split(SEPARATOR)
-        kinds = self.unlisted.get((parts[1], parts[-3] if parts[-2].startswith("sample") else parts[-2]))
-        return kinds is not None and parts[-1] in kinds
+        kinds = self.unlisted.get(group_of(key))
+        return kinds is not None and check_of(key) in kinds
 
     def filter(self, batch: RecordBatch) -> tuple[RecordBatch, list[CaseRecord]]:
         """``batch`` less the records of tests expected to fail, and the final records those make."""

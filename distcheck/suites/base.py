@@ -121,6 +121,13 @@ def check_of(text: str) -> str:
     return text[text.rindex(SEPARATOR) + len(SEPARATOR) :]
 
 
+def group_of(text: str) -> tuple[str, str]:
+    """``(op, dtype)`` of a case id's text (its group, as :attr:`CaseInfo.group`), without parsing
+    the id: the op is its second part, the dtype the one before the sample part or the check kind."""
+    parts = text.split(SEPARATOR)
+    return parts[1], parts[-3] if parts[-2].startswith(_SAMPLE) else parts[-2]
+
+
 @dataclass(frozen=True)
 class CaseInfo:
     """One enumerated case. ``status`` is ``run``, ``skipped``, ``xfail`` or ``error`` (with

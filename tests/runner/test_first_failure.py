@@ -12,7 +12,7 @@ from distcheck.records.listener import Listener
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.collector import Collector
 from distcheck.runner.first_failure import Stops
-from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection
+from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, group_of
 from tests.runner.fake_suite import FakeSuite, UngroupedFakeSuite
 
 NOT_RUN = "not run: its test failed as expected at sample {} (PyTorch's test stops at its first failing sample)"
@@ -128,3 +128,11 @@ def test_a_record_that_comes_before_its_group_s_listing_waits_for_it():
     collector.listed(other, [CaseInfo(_id(0, "sin"), RUN)])
     collector.listed(group, [CaseInfo(_id(k), RUN) for k in range(2)])
     assert [r.verdict for r in collector.result()] == [XFAIL, SKIPPED, PASS] and collector.complete
+
+
+@pytest.mark.parametrize("device", [None, "cuda"])
+@pytest.mark.parametrize("sample", [None, 3])
+def test_a_case_s_group_is_read_from_its_id_s_text_as_parsing_it_would(device, sample):
+    case = CaseId("torch-opinfo", "nn.functional.conv2d", "complex128", "gradgrad", sample, device)
+    parsed = CaseId.parse(case.text)
+    assert group_of(case.text) == (case.op, case.dtype) == (parsed.op, parsed.dtype)
