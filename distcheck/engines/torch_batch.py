@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from distcheck.engines import torch_rules
 from distcheck.engines.restricted import Restricted
 from distcheck.engines.tuples import as_tuple
 from distcheck.kinds import Fallback
@@ -35,7 +36,8 @@ def batch_evaluate(
     operations draw once for the whole batch (``randomness="same"``): what a function that
     reseeds the global RNG at each call (op_db's ``wrapper_set_seed``, for dropout) draws at
     each of torch's calls. A function that draws from the RNG as it is moves its state, which
-    the batched units refuse (:func:`~distcheck.plan.units.batches.refusing_draws`)."""
+    the batched units refuse (:func:`~distcheck.plan.units.batches.refusing_draws`). distcheck's
+    own batching rules (:mod:`~distcheck.engines.torch_rules`) are in force."""
     args = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
     args[position] = stacked
     in_dims = tuple(0 if k == position else None for k in range(len(args)))
@@ -43,7 +45,7 @@ def batch_evaluate(
     enabled = _functorch._is_vmap_fallback_enabled()
     _functorch._set_vmap_fallback_enabled(loops)
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), torch_rules.inside():
             warnings.filterwarnings("ignore", message="There is a performance drop")  # the loop asked for
             return as_tuple(mapped(*args))
     finally:
