@@ -1,9 +1,12 @@
 """``executor="ray"`` before Ray: :class:`RayFront`, the executor behind ``executor="ray"``,
 plans a check for the CPUs the cluster will have, runs it in-process when its estimated work is
 under the threshold (:data:`~distcheck.executors.ray_settings.LOCAL_BELOW`), and imports Ray
-(and starts or joins it) only for the first check that goes there; from then on it hands every
-other check to its :class:`~distcheck.executors.ray_executor.RayExecutor`. A test session whose
-checks are all small (the pytest plugin's fast-mode files) never pays Ray's import and start.
+(and starts or joins it, and warms its workers) only for the first check that goes there; from
+then on it hands every other check to its
+:class:`~distcheck.executors.ray_executor.RayExecutor`. A test session whose checks are all
+small (the pytest plugin's fast-mode files) never pays Ray's import and start; a Ray that runs
+already (the user's ``ray.init()``) without distcheck's warm workers is a start too, of their
+warm-up's cost.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from distcheck.executors.ray_settings import (
     LOCAL_BELOW,
     MAX_JACOBIAN_MB_VARIABLE,
     RAY_START_SECONDS,
+    RAY_WARM_SECONDS,
     LocalResults,
     default_block_bytes,
     estimated_seconds,
     local_below,
+    local_cpus,
     planned_workers,
     ray_connected,
     ray_saving,
@@ -45,8 +50,9 @@ class RayFront:
     Ray pays off (see :meth:`place`); the others go to a
     :class:`~distcheck.executors.ray_executor.RayExecutor` at ``address``, made (and Ray
     imported, started or joined) when the first of them comes, with the Jacobian budget
-    ``max_jacobian_mb`` (None: its default). Every submission of a check goes where its first
-    went."""
+    ``max_jacobian_mb`` (None: its default). ``start``: what starting or joining Ray and
+    warming its workers costs; ``warm``: what warming them costs on a Ray this process already
+    runs. Every submission of a check goes where its first went."""
 
     name = "ray"
 
@@ -56,8 +62,9 @@ class RayFront:
         local_below: float = LOCAL_BELOW,
         start: float = RAY_START_SECONDS,
         max_jacobian_mb: float | None = None,
+        warm: float = RAY_WARM_SECONDS,
     ):
-        self.address, self.local_below, self.start = address, local_below, start
+        self.address, self.local_below, self.start, self.warm = address, local_below, start, warm
         self.max_jacobian_mb = max_jacobian_mb  # the Ray executor's Jacobian budget (None: its default)
         self.forgone = 0.0  # seconds a running Ray would have saved on the checks kept here for want of it
         self._ray: RayExecutor | None = None
@@ -73,12 +80,34 @@ class RayFront:
                 self._ray = RayExecutor(self.address, local_below=0.0, max_jacobian_mb=self.max_jacobian_mb)
             return self._ray
 
-    def _running(self) -> bool:
-        """Ray runs for this process (its executor is made, or Ray was initialized otherwise)."""
-        return self._ray is not None or ray_connected()
+    def _cluster_cpus(self) -> int | None:
+        """The CPUs of the Ray checks would go to, as far as known without joining it: a
+        running Ray's (asked of it), else :func:`planned_workers` (None: only joining tells)."""
+        if ray_connected():
+            from distcheck.executors.ray_start import cluster_cpus
+
+            return cluster_cpus()
+        return planned_workers(self.address)
 
     def _planned(self) -> int | None:
-        return None if self._running() else planned_workers(self.address)
+        """The CPUs checks are planned for before this front's Ray executor is made (None: ask
+        the executor). A cluster whose size only joining tells is planned for this machine's
+        cores while checks may still stay here: joining to learn the size would cost a check
+        that stays here the join and the workers' warm-up; a check planned for fewer CPUs than
+        its cluster has runs there in fewer, longer tasks."""
+        if self._ray is not None:
+            return None
+        cpus = self._cluster_cpus()
+        return local_cpus() if cpus is None and self.local_below > 0 else cpus
+
+    def _start_cost(self) -> float:
+        """What making the Ray executor costs now: ``start`` while Ray does not run here,
+        ``warm`` while it runs without warm workers for this process's job, else nothing."""
+        if not ray_connected():
+            return self.start
+        from distcheck.executors.ray_start import workers_warm
+
+        return 0.0 if workers_warm() else self.warm
 
     @property
     def workers(self) -> int:
@@ -98,13 +127,14 @@ class RayFront:
         )
 
     def place(self, subject: Subject, units: Sequence[Unit]) -> str | None:
-        """In-process: "small" (estimated work under ``local_below``), or "startup": no Ray runs
-        yet, and what one would save on the checks kept here for want of it, this one included
-        (:func:`ray_saving`), is still under what starting it costs (``start``). Once that sum
-        reaches the cost, Ray starts for this check: as one rents skis until the rent paid
-        would buy them, never paying more than twice the best choice made knowing the checks
-        to come (a single check whose saving exceeds the cost starts it at once). None: to the
-        Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
+        """In-process: "small" (estimated work under ``local_below``), or "startup": this front
+        has no Ray executor yet, and what one would save on the checks kept here for want of
+        it, this one included (:func:`ray_saving`), is still under what making it costs
+        (``start``; ``warm`` on a Ray that runs already, whose workers it must warm). Once that
+        sum reaches the cost, the executor is made for this check: as one rents skis until the
+        rent paid would buy them, never paying more than twice the best choice made knowing the
+        checks to come (a single check whose saving exceeds the cost goes at once). None: to
+        the Ray executor. ``local_below`` 0 keeps no check here (every one goes to Ray)."""
         if self.local_below <= 0:
             return None
         work = estimated_seconds(subject, units)
@@ -112,10 +142,11 @@ class RayFront:
             return None
         if work < self.local_below:
             return "small"
-        if not self._running():
-            saving = ray_saving(work, planned_workers(self.address))
+        if self._ray is None:
+            cost = self._start_cost()
+            saving = ray_saving(work, self._cluster_cpus())
             with _lock:
-                if self.forgone + saving < self.start:
+                if self.forgone + saving < cost:
                     self.forgone += saving
                     return "startup"
         return None

@@ -44,6 +44,11 @@ LOCAL_BELOW_VARIABLE = "DISTCHECK_LOCAL_BELOW"
 # in-process until what Ray would have saved on them, the current one included, reaches it
 # (see RayFront.place and ray_saving).
 RAY_START_SECONDS = 5.0
+# Seconds that warming the workers of a Ray that already runs (the user's own ray.init(), a
+# cluster joined before) costs before the first task runs: every worker imports the autodiff
+# library (a lower bound of the warm-up docs/benchmarks.md measures); checks stay in-process
+# meanwhile in the same way.
+RAY_WARM_SECONDS = 2.0
 # A check's Jacobians on Ray live in the object store, spilled to disk when it is full: a
 # check whose numerical and analytical Jacobians need more than this budget is refused before
 # anything runs ($DISTCHECK_MAX_JACOBIAN_MB, else this share of the machine's RAM, as the

@@ -81,6 +81,11 @@ def _init(address: str | None, runtime_env: dict | None) -> None:
         raise ConnectionError(_join_failure(address, time.perf_counter() - start, e)) from e
 
 
+def workers_warm() -> bool:
+    """This process's Ray job has had its workers warmed (see :func:`ensure_ray`)."""
+    return ray.is_initialized() and ray.get_runtime_context().get_job_id() in _warmed_jobs
+
+
 def _warm_once() -> None:
     """On a driver's first use of this Ray job: warm every worker slot (see the module's doc)."""
     context = ray.get_runtime_context()

@@ -106,8 +106,12 @@ def test_while_no_ray_runs_checks_stay_in_process_until_what_ray_would_save_pays
     places = [front.place(plan.subject, plan.units) for _ in range(3)]
     assert places == ["startup", "startup", None]  # saved 2 s, 4 s; the third brings it to 6 s
     assert front.forgone == 4.0
-    running[0] = True
-    assert front.place(plan.subject, plan.units) is None  # Ray runs: to Ray
+    from distcheck.executors import ray_start
+
+    running[0] = True  # Ray runs, its workers warm for this process's job: every check over local_below goes there
+    monkeypatch.setattr(ray_start, "workers_warm", lambda: True)
+    monkeypatch.setattr(ray_start, "cluster_cpus", lambda: 2)
+    assert front.place(plan.subject, plan.units) is None
     work[0] = 0.5
     assert front.place(plan.subject, plan.units) == "small"
     running[0] = False
@@ -121,6 +125,26 @@ def test_while_no_ray_runs_checks_stay_in_process_until_what_ray_would_save_pays
     alone = RayFront(local_below=1.0, start=5.0)
     assert [alone.place(plan.subject, plan.units) for _ in range(20)] == ["startup"] * 20  # one CPU: never
     assert RayFront(local_below=0.0).place(plan.subject, plan.units) is None
+
+
+def test_a_ray_running_without_warm_workers_costs_their_warm_up(monkeypatch):
+    """The user's own ray.init(): checks stay in-process until what Ray would save on them
+    reaches the workers' warm-up (``warm``), planned for the running Ray's CPUs; once this
+    process's job has warm workers, nothing."""
+    from distcheck.executors import ray_start
+
+    monkeypatch.setattr(ray_front, "ray_connected", lambda: True)
+    monkeypatch.setattr(ray_start, "cluster_cpus", lambda: 4)
+    warm = [False]
+    monkeypatch.setattr(ray_start, "workers_warm", lambda: warm[0])
+    work = [1.5]  # saves 1.125 s on 4 CPUs
+    monkeypatch.setattr(ray_front, "estimated_seconds", lambda subject, units: work[0])
+    front = RayFront(local_below=1.0, start=5.0, warm=2.0)
+    assert front.workers == 4
+    _, plan = plan_check(torch.sin, (_x(4),), CheckOptions(), front)
+    assert [front.place(plan.subject, plan.units) for _ in range(2)] == ["startup", None]
+    warm[0] = True
+    assert RayFront(local_below=1.0, start=5.0, warm=2.0).place(plan.subject, plan.units) is None
 
 
 def test_the_default_ray_executor_reads_its_threshold(monkeypatch):
@@ -196,8 +220,16 @@ def test_checks_that_run_in_process_start_no_ray(tmp_path):
     done = subprocess.run([sys.executable, "-c", NO_RAY], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "ray started: False" in done.stdout
-    # a cluster whose CPUs are known (an xdist worker of the plugin's session): not joined either
-    env.update(DISTCHECK_RAY_ADDRESS="127.0.0.1:1", DISTCHECK_RAY_CPUS="3")  # nothing listens there
+    # a cluster by address whose CPUs are known (an xdist worker of the plugin's session): not
+    # joined either (nothing listens there); nor, by executor="ray", one whose CPUs only joining tells
+    env.update(DISTCHECK_RAY_ADDRESS="127.0.0.1:1", DISTCHECK_RAY_CPUS="3")
     done = subprocess.run([sys.executable, "-c", NO_RAY], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ray started: False" in done.stdout
+    del env["DISTCHECK_RAY_CPUS"]
+    front_only = NO_RAY.replace("assert distcheck.gradcheck(Unpicklable(), (x,), executor=RayExecutor())", "")
+    done = subprocess.run(
+        [sys.executable, "-c", front_only], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "ray started: False" in done.stdout
