@@ -102,6 +102,10 @@ class Reducer:
         runner = self.results.blocks
         if blockwise.applies(self.plan, stage, runner):
             return blockwise.judge(self, stage, runner)
+        if self.options.analytical_first:  # their errors first (see CheckOptions.analytical_first)
+            for units in stage.analytical:
+                for unit in units:
+                    self.value(unit)
         value = jacobians.window(self.value, stage.numerical_outputs)
         numerical = jacobians.numerical(value, stage.numerical, [s.numel for s in stage.inputs])
         if stage.mode == Mode.FORWARD:  # all forward Jacobians first, then the comparisons

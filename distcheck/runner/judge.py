@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from dataclasses import replace
 from typing import NamedTuple
 
 from distcheck import check
@@ -39,11 +40,18 @@ def distcheck_checker(executor: Executor, vectorize: bool = True, counts: BatchC
     ``vectorize``: the checks' ``vectorize=``; ``counts`` gets what their slow-mode Jacobian
     comparisons were decided on (their ``batch_counts=``)."""
     options = {"executor": executor, "vectorize": vectorize, "batch_counts": counts}
-    return Checker(
-        functools.partial(check.gradcheck, **options),
-        functools.partial(check.gradgradcheck, **options),
-        (GradcheckError,),
-    )
+
+    def checker(**more) -> Checker:
+        return Checker(
+            functools.partial(check.gradcheck, **options, **more),
+            functools.partial(check.gradgradcheck, **options, **more),
+            (GradcheckError,),
+        )
+
+    # a case expected to fail: an error of the backward passes ends its check before the
+    # numerical Jacobian (same verdict, see CheckOptions.analytical_first; a comparison made block
+    # by block on the workers keeps its order)
+    return replace(checker(), expecting_failure=checker(analytical_first=True))
 
 
 def raised(error: BaseException) -> str:
@@ -72,9 +80,9 @@ def judge(case: BuiltCase, checker: Checker) -> tuple[str, str]:
 
 def judged(case: BuiltCase, checker: Checker) -> Judgement:
     """:func:`judge`, with the Jacobian blocks of a failed comparison and an error's traceback."""
-    judgement = _judged(case, checker)
     if case.expected_failure is None:
-        return judgement
+        return _judged(case, checker)
+    judgement = _judged(case, checker.expecting_failure or checker)
     verdict, message, blocks, _ = judgement
     expected = f"expected to fail ({case.expected_failure})"
     if verdict != PASS:

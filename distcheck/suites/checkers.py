@@ -12,11 +12,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Checker:
     """The gradcheck / gradgradcheck functions a case is judged with (torch's signatures), and
-    the exception types that mean "the gradients are wrong"."""
+    the exception types that mean "the gradients are wrong"; ``expecting_failure``: the checker
+    for a case expected to fail, whose verdict asks only whether it fails (None: this one)."""
 
     gradcheck: Callable[..., bool]
     gradgradcheck: Callable[..., bool]
     failures: tuple[type[BaseException], ...]
+    expecting_failure: Checker | None = None
 
 
 def torch_checker() -> Checker:

@@ -61,3 +61,45 @@ def test_failing_call_is_named_and_rng_reseeded_per_call():
     verdict, message = judge(case, CHECKERS["distcheck"])
     assert verdict == "fail" and message.startswith("gradgradcheck (call 1 of 2, gen_non_contig_grad_outputs=False)")
     assert len(seeds) == 1  # stopped at the first failing call
+
+
+class _NoDerivative(torch.autograd.Function):
+    """sin, whose backward raises (a derivative not implemented); counts its forward calls."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        _NoDerivative.calls += 1
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("derivative for aten::sin_like is not implemented")
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_a_case_expected_to_fail_whose_backward_raises_is_xfail_with_torchs_error(checker):
+    """distcheck ends such a check at the backward's error, before the finite differences (torch
+    computes them first): the verdict and the message are the same, the function called fewer
+    times; a case not expected to fail keeps torch's order (its error after the numerical
+    Jacobian)."""
+    x = torch.linspace(0.1, 0.9, 40, dtype=torch.float64).requires_grad_()
+    calls = {}
+    for expected in ("its backward is not implemented", None):
+        case = BuiltCase(CASE, _NoDerivative.apply, (x,), GRADCHECK, "fp", expected_failure=expected)
+        _NoDerivative.calls = 0
+        verdict, message = judge(case, CHECKERS[checker])
+        calls[expected] = _NoDerivative.calls
+        error = "RuntimeError: derivative for aten::sin_like is not implemented"
+        if expected is None:
+            assert verdict == "error" and error in message
+        else:
+            assert (
+                verdict == "xfail"
+                and message.startswith(f"expected to fail ({expected}); error: ")
+                and error in message
+            )
+    assert calls[None] > 2 * x.numel()  # the numerical Jacobian: two calls per element
+    if checker == "distcheck":
+        assert calls["its backward is not implemented"] < x.numel()
