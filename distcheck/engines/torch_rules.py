@@ -80,12 +80,13 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduct
         return _torchs(torch.ops.aten.ctc_loss.IntList, *args)
     values = values.movedim(dim, 0)  # (copies, time, sequences, classes)
     sequences, copies, index = _distinct_sequences(values)
+    computed = sequences.tolist()
     with interpreter.lower():
         losses, _ = torch.ops.aten._ctc_loss(
             values[copies, :, sequences, :].transpose(0, 1),
             plain_targets[sequences],
-            [input_lengths[n] for n in sequences.tolist()],
-            [target_lengths[n] for n in sequences.tolist()],
+            [input_lengths[n] for n in computed],
+            [target_lengths[n] for n in computed],
             blank,
             zero_infinity,
         )

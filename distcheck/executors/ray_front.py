@@ -116,12 +116,13 @@ class RayFront:
 
     @property
     def policy(self) -> CostModel:
-        if self._planned() is None:
+        planned = self._planned()  # once: on a running Ray, asking it is a call to its head
+        if planned is None:
             return self.executor().policy
         model = CostModel()
         return replace(
             model,
-            workers=self.workers,
+            workers=planned,
             block_bytes=default_block_bytes(),
             settled_below=settled_below(model, self.local_below),
         )
