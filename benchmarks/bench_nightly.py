@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -134,11 +135,22 @@ def keyword(checks: list[str], ops: list[str] | None) -> str | None:
     return " or ".join(f"{TESTS[check].method}_" for check in checks)
 
 
-def _timed(command: list[str], env: dict, cwd: str | None = None) -> float:
+def timed_part(command: list[str], env: dict, cwd: str | None = None) -> float:
     print("$ " + shlex.join(command), file=sys.stderr, flush=True)
     start = time.perf_counter()
-    subprocess.run(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, check=False)
+    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    try:
+        status = child.wait()
+    finally:  # stopped (Ctrl-C, SIGTERM): the part stops too, never left running beside the next
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
     seconds = time.perf_counter() - start
+    if status < 0 or status == 130:  # the part was stopped by a signal: its time is no figure
+        raise SystemExit(f"stopped: {shlex.join(command[:4])} ... ended by a signal (status {status})")
     # each part's figure is printed when it ends, so a long run stopped later keeps what it measured
     print(f"  {seconds:.1f} s; 1-min load average now {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
     return seconds
@@ -154,13 +166,13 @@ def run_pytest(folder: str, junit: str, args: argparse.Namespace, workers: int) 
     selected = keyword(args.checks, args.ops)
     if selected:
         command += ["-k", selected]
-    return _timed(command, env, cwd=folder)
+    return timed_part(command, env, cwd=folder)
 
 
 def run_distcheck(report: str, out: str, args: argparse.Namespace) -> float:
     command = [sys.executable, "-m", "distcheck", "run", "--mode", args.mode, "--checks", ",".join(args.checks)]
     command += ["--json", report, "--out", out, *(["--ops", ",".join(args.ops)] if args.ops else [])]
-    return _timed(command, {**os.environ, "PYTHONPATH": str(ROOT)})
+    return timed_part(command, {**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _names(text: str) -> list[str]:
@@ -183,8 +195,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def stop_on_signal(signum, frame):
+    raise SystemExit(f"stopped by {signal.Signals(signum).name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, stop_on_signal)  # so that the part running stops with the benchmark
     unknown = [c for c in args.checks if c not in TESTS]
     if unknown or not (args.pytest_junit or args.pytorch_tests):
         parser().error(

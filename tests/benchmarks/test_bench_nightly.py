@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from benchmarks.bench_nightly import compare, distcheck_outcomes, keyword, main, pytest_outcomes, selected
+import pytest
+
+from benchmarks.bench_nightly import compare, distcheck_outcomes, keyword, main, pytest_outcomes, selected, timed_part
 from distcheck.records.case_record import CaseRecord
 from tests.reports.runs import case
 
@@ -83,3 +90,30 @@ def test_with_both_runs_given_it_only_compares(tmp_path, capsys):
     assert "MISSING TestBwdGradientsCPU.test_fn_grad_cond_simple_cpu_float64: pytest pass" in out
     assert main([*argv, "--ops", "sinh,cov", "--json", str(tmp_path / "f.json")]) == 0
     assert json.loads((tmp_path / "f.json").read_text())["comparison"]["compared"] == 2
+
+
+def test_a_stopped_benchmark_stops_the_part_it_runs(tmp_path):
+    """SIGTERM to the benchmark while a part runs: the part's process ends too (it was left
+    running beside the next measurement) and the benchmark exits with a message."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import signal\n"
+        "from benchmarks import bench_nightly as b\n"
+        "signal.signal(signal.SIGTERM, b.stop_on_signal)\n"
+        "b.timed_part(['sh', '-c', 'echo $$ > ' + sys.argv[2] + '; exec sleep 60'], {})\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    bench = subprocess.Popen([sys.executable, "-c", script, root, str(pid_file)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    bench.send_signal(signal.SIGTERM)
+    _, err = bench.communicate(timeout=30)
+    assert bench.returncode != 0 and "stopped by SIGTERM" in err
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+def test_a_part_ended_by_a_signal_is_no_figure():
+    with pytest.raises(SystemExit, match="ended by a signal"):
+        timed_part(["sh", "-c", "kill -TERM $$"], {})
