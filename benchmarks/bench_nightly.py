@@ -135,7 +135,9 @@ def keyword(checks: list[str], ops: list[str] | None) -> str | None:
     return " or ".join(f"{TESTS[check].method}_" for check in checks)
 
 
-def timed_part(command: list[str], env: dict, cwd: str | None = None) -> float:
+def timed_part(command: list[str], env: dict, cwd: str | None = None, interrupted: tuple[int, ...] = ()) -> float:
+    """The seconds ``command`` ran; SystemExit if it was stopped by a signal (killed, or exited
+    128 + the signal's number as ``distcheck run`` does) or exited with one of ``interrupted``."""
     print("$ " + shlex.join(command), file=sys.stderr, flush=True)
     start = time.perf_counter()
     child = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
@@ -149,8 +151,8 @@ def timed_part(command: list[str], env: dict, cwd: str | None = None) -> float:
             except subprocess.TimeoutExpired:
                 child.kill()
     seconds = time.perf_counter() - start
-    if status < 0 or status == 130:  # the part was stopped by a signal: its time is no figure
-        raise SystemExit(f"stopped: {shlex.join(command[:4])} ... ended by a signal (status {status})")
+    if status < 0 or status > 128 or status in interrupted:  # stopped: its time is no figure
+        raise SystemExit(f"stopped: {shlex.join(command[:4])} ... was stopped (status {status})")
     # each part's figure is printed when it ends, so a long run stopped later keeps what it measured
     print(f"  {seconds:.1f} s; 1-min load average now {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
     return seconds
@@ -166,7 +168,7 @@ def run_pytest(folder: str, junit: str, args: argparse.Namespace, workers: int) 
     selected = keyword(args.checks, args.ops)
     if selected:
         command += ["-k", selected]
-    return timed_part(command, env, cwd=folder)
+    return timed_part(command, env, cwd=folder, interrupted=(2,))  # pytest's status when interrupted
 
 
 def run_distcheck(report: str, out: str, args: argparse.Namespace) -> float:
@@ -201,7 +203,6 @@ def stop_on_signal(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, stop_on_signal)  # so that the part running stops with the benchmark
     unknown = [c for c in args.checks if c not in TESTS]
     if unknown or not (args.pytest_junit or args.pytorch_tests):
         parser().error(
@@ -256,4 +257,5 @@ def report_text(times: dict[str, float], c: Comparison, load: list[float], args:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop_on_signal)  # so that the part running stops with the benchmark
     sys.exit(main())
