@@ -140,16 +140,18 @@ def timed_part(command: list[str], env: dict, cwd: str | None = None, interrupte
     128 + the signal's number as ``distcheck run`` does) or exited with one of ``interrupted``."""
     print("$ " + shlex.join(command), file=sys.stderr, flush=True)
     start = time.perf_counter()
-    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    # its own process group, stopped whole as bench_split.run stops its runs: pytest's xdist
+    # workers and distcheck's children go with it, never left running beside the next part
+    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         status = child.wait()
-    finally:  # stopped (Ctrl-C, SIGTERM): the part stops too, never left running beside the next
-        if child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
+    except BaseException:  # the benchmark stopped (Ctrl-C, SIGTERM)
+        os.killpg(child.pid, signal.SIGTERM)
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+        raise
     seconds = time.perf_counter() - start
     if status < 0 or status > 128 or status in interrupted:  # stopped: its time is no figure
         raise SystemExit(f"stopped: {shlex.join(command[:4])} ... was stopped (status {status})")

@@ -93,25 +93,36 @@ def test_with_both_runs_given_it_only_compares(tmp_path, capsys):
 
 
 def test_a_stopped_benchmark_stops_the_part_it_runs(tmp_path):
-    """SIGTERM to the benchmark while a part runs: the part's process ends too (it was left
-    running beside the next measurement) and the benchmark exits with a message."""
+    """SIGTERM to the benchmark while a part runs: the part's processes end too, its children
+    included (they were left running beside the next measurement), and the benchmark exits with
+    a message."""
     pid_file = tmp_path / "child.pid"
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import signal\n"
         "from benchmarks import bench_nightly as b\n"
         "signal.signal(signal.SIGTERM, b.stop_on_signal)\n"
-        "b.timed_part(['sh', '-c', 'echo $$ > ' + sys.argv[2] + '; exec sleep 60'], {})\n"
+        "b.timed_part(['sh', '-c', 'sleep 60 & echo $$ $! > ' + sys.argv[2] + '; wait'], {})\n"
     )
     root = str(Path(__file__).resolve().parents[2])
     bench = subprocess.Popen([sys.executable, "-c", script, root, str(pid_file)], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+    while not (pid_file.exists() and len(pid_file.read_text().split()) == 2) and time.monotonic() < deadline:
         time.sleep(0.05)
-    child = int(pid_file.read_text())
+    part, its_child = (int(pid) for pid in pid_file.read_text().split())
     bench.send_signal(signal.SIGTERM)
     _, err = bench.communicate(timeout=30)
     assert bench.returncode != 0 and "stopped by SIGTERM" in err
-    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+    deadline = time.monotonic() + 10  # the part's own child (pytest's workers) is stopped too
+    while any(_running(pid) for pid in (part, its_child)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(part) and not _running(its_child)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize(
