@@ -4,7 +4,8 @@ each check kind run both ways — PyTorch's way (test methods of our own that ca
 ``instantiate_device_type_tests``, so that the OpInfos' skips and expected failures apply) and
 as distcheck's cases — and the aggregate outcome of each (test, op, dtype) compared. The ops
 cover every branch: in-place variants, an op without in-place autograd (add's inplace_grad vs
-acosh's), one without gradgrad (cdist: fail_gradgrad), expected failures (cov, and cat, whose
+acosh's), one without gradgrad (cdist: fail_gradgrad), ops without forward AD (cdist,
+index_reduce.mean: the forward-mode tests expect a raise), expected failures (cov, and cat, whose
 gradgrad sample 5 only torch's gradcheck fails), a hop_db op and a custom_op_db op."""
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from distcheck.suites.torch_opinfo.pytorch_names import pytorch_test
 KINDS = {  # check kind -> ops
     "grad": ("cov", "cond.simple", "NumpyCubeCustomOp", "sinh"),
     "gradgrad": ("cat", "NumpySortCustomOp", "cdist"),
-    "fwgrad": ("sinh", "cdist"),
-    "fwgrad_bwgrad": ("sinh",),
+    "fwgrad": ("sinh", "cdist", "index_reduce.mean"),
+    "fwgrad_bwgrad": ("sinh", "cdist"),
     "inplace_grad": ("add", "acosh", "cdist"),
     "inplace_gradgrad": ("mul", "acosh"),
-    "inplace_fwgrad": ("sub", "acosh"),
+    "inplace_fwgrad": ("sub", "acosh", "index_reduce.mean"),
     "fail_gradgrad": ("cdist", "sinh"),
 }
 
@@ -191,6 +192,9 @@ def test_outcome_for_outcome_with_pytorchs_tests():
     assert {PASS, SKIPPED, XFAIL} <= seen
     assert distcheck["test_inplace_grad_acosh_cpu_float64"] == PASS  # raised, as expected
     assert distcheck["test_fn_fail_gradgrad_cdist_cpu_float64"] == PASS
+    raising = ("forward_mode_AD_cdist", "fn_fwgrad_bwgrad_cdist", "inplace_forward_mode_AD_index_reduce_mean")
+    for name in (f"test_{test}_cpu_float64" for test in raising):
+        assert distcheck[name] == PASS and len(cases[name]) == 1  # one case: its test's loop until a raise
     assert distcheck["test_fn_grad_cov_cpu_float64"] == XFAIL
     assert distcheck["test_fn_grad_cond_simple_cpu_float64"] == PASS
     cat = dict(cases["test_fn_gradgrad_cat_cpu_float64"])

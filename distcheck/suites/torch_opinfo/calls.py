@@ -117,26 +117,41 @@ class InplaceBackward:
 
 
 class SamplesUntilRaise:
-    """``fn(*inputs)`` of test_fn_fail_gradgrad, whose ``assertRaisesRegex`` wraps the whole
-    loop over the op's samples: each sample's gradgradcheck calls (distcheck's), in order, until
-    one raises (``inputs`` unused). It returns if none raises: the test then fails. One case per
-    test (its sample 0): a sample that does not raise is not a failure if a later one does."""
+    """``fn(*inputs)`` of a test whose ``assertRaisesRegex`` wraps its whole loop over the op's
+    samples (test_fn_fail_gradgrad; test_forward_mode_AD, test_inplace_forward_mode_AD and
+    test_fn_fwgrad_bwgrad of an op without forward AD): each sample's checks of check kind
+    ``check`` (:func:`check_calls`; distcheck's, serial), sample by sample in order, each call
+    after ``seed(index)``, until one raises (``inputs`` unused). The in-place kinds check the
+    in-place variant (:class:`SampleFunction`) and leave out samples that broadcast their input,
+    as ``_check_helper`` does. It returns if none raises: the test then fails. One case per test
+    (its sample 0): a sample that does not raise is not a failure if a later one does."""
 
-    def __init__(self, op, samples: Sequence, mode: str, seed):
-        self.op, self.samples, self.mode, self.seed = op, list(samples), mode, seed
+    def __init__(self, op, samples: Sequence, check: str, mode: str, seed, inplace: bool = False):
+        self.op, self.samples, self.check, self.mode = op, list(samples), check, mode
+        self.seed, self.inplace = seed, inplace
 
     def __call__(self, *inputs: torch.Tensor) -> None:
         import distcheck
         from distcheck.executors.serial import SerialExecutor
 
+        calls = check_calls(self.op, self.check, self.mode)
         for index, sample in enumerate(self.samples):
-            function, checked = SampleFunction(self.op, sample), gradcheck_inputs(sample)
-            for call in check_calls(self.op, "gradgrad", self.mode):
+            if self.inplace and sample.broadcasts_input:
+                continue
+            function, checked = SampleFunction(self.op, sample, self.inplace), gradcheck_inputs(sample)
+            if unexpected_grads(checked):
+                raise AssertionError(
+                    f"sample {index}: a sampled input has a gradient before running autograd: a tensor is "
+                    "reused across SampleInputs (PyTorch's test helper asserts the same)"
+                )
+            for call in calls:
                 self.seed(index)
-                distcheck.gradgradcheck(function, checked, executor=SerialExecutor(), **call.kwargs)
+                check = getattr(distcheck, call.function)  # gradcheck or gradgradcheck
+                check(function, checked, executor=SerialExecutor(), **call.kwargs)
 
     def __repr__(self) -> str:
-        return f"SamplesUntilRaise({self.op.full_name}, {len(self.samples)} samples)"
+        variant = ", in place" if self.inplace else ""
+        return f"SamplesUntilRaise({self.op.full_name}{variant}, {self.check}, {len(self.samples)} samples)"
 
 
 def _inplace_backward(op_name: str, sample) -> InplaceBackward:

@@ -122,6 +122,14 @@ def expected_error(op, check: str) -> ExpectedError | None:
     return None
 
 
+def until_raise(op, check: str) -> bool:
+    """Whether ``check``'s test of ``op`` asserts its raise around its whole loop over the
+    samples (test_fn_fail_gradgrad; the forward-mode tests of an op without forward AD), so that
+    it passes at the first sample that raises: one case (its sample 0) runs the samples in turn
+    (:class:`.calls.SamplesUntilRaise`). test_inplace_grad asserts its raise sample by sample."""
+    return expected_error(op, check) in (GRADGRAD_UNSUPPORTED, FORWARD_AD_UNSUPPORTED)
+
+
 def _decorated(op, cls_name: str, test_name: str, dtype: torch.dtype, device_type: str = DEVICE):
     def test(self, **kwargs):
         return None

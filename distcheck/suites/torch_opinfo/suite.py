@@ -8,7 +8,10 @@ has backward support for them × the check kinds ``grad`` (test_fn_grad), ``grad
 (test_inplace_gradgrad), ``inplace_fwgrad`` (test_inplace_forward_mode_AD) and
 ``fail_gradgrad`` (test_fn_fail_gradgrad), each over the op lists its test runs over
 (``op_db``, ``hop_db``, ``custom_op_db``: see :data:`.pytorch_names.TESTS`) × the op's samples
-(but those that broadcast their input, in the in-place kinds). A test PyTorch skips or expects
+(but those that broadcast their input, in the in-place kinds). A test that asserts a raise
+around its whole loop over the samples (fail_gradgrad; fwgrad, inplace_fwgrad and fwgrad_bwgrad
+of an op without forward AD) is one case, its sample 0, that checks the samples in turn until
+one raises, as PyTorch's test stops there. A test PyTorch skips or expects
 to fail is one case (no sample part) reported ``skipped`` / ``xfail`` with its reason. Mode
 ``slow`` is the slow-gradcheck CI job: full Jacobians (unless the op forces fast mode) and
 ``small_inputs_only`` samples.
@@ -67,6 +70,7 @@ from distcheck.suites.torch_opinfo.status import (
     has_autograd,
     has_test,
     pytorch_status,
+    until_raise,
 )
 
 
@@ -147,8 +151,10 @@ class TorchOpInfoSuite:
 
     def list_group(self, group: GroupInfo, selection: Selection) -> list[CaseInfo]:
         """The group's cases, check kind by check kind, sample by sample (the in-place kinds
-        leave out samples that broadcast their input); one ``error`` case per check kind if the
-        op's samples cannot be generated."""
+        leave out samples that broadcast their input), but one case, sample 0, for a test that
+        asserts a raise around its whole loop (fail_gradgrad; the forward-mode kinds of an op
+        without forward AD: see :func:`.status.until_raise`); one ``error`` case per check kind
+        if the op's samples cannot be generated."""
         op, dtype = op_named(group.op), dtype_named(group.dtype)
         cases = []
         for check in group.checks:
@@ -159,11 +165,11 @@ class TorchOpInfoSuite:
                 if selection.wants(case):
                     cases.append(CaseInfo(case, ERROR, listing))
                 continue
-            if check in INPLACE_CHECKS:
+            if until_raise(op, check):  # one case: its sample 0 stands for the test's loop
+                listing = listing[:1]
+            elif check in INPLACE_CHECKS:
                 generated = samples.generated(op, dtype, self.small_inputs, self.device, plain)[0]
                 listing = [listed for listed, s in zip(listing, generated) if not s.broadcasts_input]
-            if check == "fail_gradgrad":  # one case: its sample 0 stands for the test's loop
-                listing = listing[:1]
             for listed in listing:
                 case = dataclasses.replace(listed.id, check=check)
                 if selection.wants(case):
@@ -191,9 +197,15 @@ class TorchOpInfoSuite:
             raise LookupError(f"{case}: not a runnable case (no sample)")
         status, reason = self.status(op, case.check, dtype)
         plain, inplace = _plain_samples(op, case.check), case.check in INPLACE_CHECKS
+        looped = until_raise(op, case.check)
+        if looped and case.sample != 0:
+            raise LookupError(
+                f"{case}: {case.check} expects a raise from its test's whole loop over the samples, so it is "
+                "one case, its sample 0 (it checks every sample in turn until one raises)"
+            )
         device = self._build_device(case)
         sample, print_ = samples.sample(op, dtype, self.small_inputs, case.sample, device, plain)
-        if inplace and sample.broadcasts_input:
+        if inplace and sample.broadcasts_input and not looped:
             raise LookupError(f"{case}: the sample broadcasts its input, which in-place checks leave out")
         inputs = gradcheck_inputs(sample)
         if unexpected_grads(inputs):
@@ -201,14 +213,12 @@ class TorchOpInfoSuite:
                 f"{case}: a sampled input has a gradient before running autograd: a tensor is reused "
                 "across SampleInputs (PyTorch's test helper asserts the same)"
             )
-        if case.check == "fail_gradgrad":
-            if case.sample != 0:
-                raise LookupError(f"{case}: fail_gradgrad is one case, its sample 0 (it checks every sample in turn)")
+        if looped:
             listed = samples.generated(op, dtype, self.small_inputs, device)[0]
             seed = functools.partial(_seed_sample, case)
             return BuiltCase(
                 id=case,
-                func=SamplesUntilRaise(op, listed, self.mode, seed),
+                func=SamplesUntilRaise(op, listed, case.check, self.mode, seed, inplace),
                 inputs=inputs,
                 calls=(CheckCall("call", {}),),
                 fingerprint=print_,
