@@ -71,7 +71,7 @@ _OP_REASONS = {
 class Decision:
     """A workload's batch size (0: element by element, for ``reason``), and the time one batch
     took when it was measured; ``trial``: that batch's result (the workload's first batch, as
-    the plan makes it: its first unit carries it), never remembered."""
+    the plan makes it: its first unit starts from it), never remembered."""
 
     batch: int = 0
     reason: Fallback | None = None

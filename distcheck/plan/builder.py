@@ -18,7 +18,6 @@ from distcheck.plan.chunking import ChunkPolicy, Workload
 from distcheck.plan.stages import Auxiliary, OutputInfo, Stage
 from distcheck.plan.subject import Variant
 from distcheck.plan.units import (
-    ROW_RUNS,
     AnalyticalRows,
     AuxiliaryCheck,
     ForwardColumns,
@@ -171,7 +170,7 @@ class Builder:
         self, variant: VariantKey, inputs: tuple[InputSlot, ...], output: OutputInfo, whole: bool = False
     ) -> list[AnalyticalRows]:
         numel = _numel(output.shape)
-        held = ROW_RUNS * slots_bytes(inputs)
+        held = slots_bytes(inputs)  # one run of the rows (the second is compared, not held)
         ranges = [(0, numel)] if whole else self.chunks(numel, self.per_item(2, "backward"), held)
         return [AnalyticalRows(variant, output.position, start, stop, inputs) for start, stop in ranges]
 

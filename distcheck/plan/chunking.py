@@ -14,8 +14,7 @@ from typing import Protocol
 @dataclass(frozen=True)
 class Workload:
     """``items`` independent items of one kind, each costing about ``seconds_per_item`` and
-    adding ``bytes_per_item`` to what its unit holds while it runs (its result; twice that
-    for analytical rows, computed twice)."""
+    adding ``bytes_per_item`` to what its unit holds while it runs (its result)."""
 
     items: int
     seconds_per_item: float | None = None

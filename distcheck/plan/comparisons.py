@@ -27,18 +27,19 @@ WHOLE_FACTOR = 3  # see whole_bytes
 def whole_bytes(jacobians: float) -> float:
     """The memory of comparing a check's Jacobians whole in one process, from ``jacobians``
     (its numerical and analytical Jacobians' bytes): the numerical columns' parts and their
-    joined copy, the analytical rows computed twice (for ``nondet_tol``) and their joined copy
-    — up to about three times ``jacobians`` (measured with ``benchmarks/bench_split.py
-    --whole-suite``'s memory probe: 1.1 to 1.7 times on the slow grad suite's largest whole cases).
-    Above the block budget a check is compared block by block instead."""
+    joined copy, the analytical rows (computed twice for ``nondet_tol``, one run held) and their
+    joined copy, and what their batches hold while they run — taken as three times ``jacobians``
+    (a bound, checked with ``benchmarks/bench_split.py --whole-suite``'s memory probe). Above
+    the block budget a check is compared block by block instead."""
     return WHOLE_FACTOR * jacobians
 
 
 def serial_bytes(jacobians: float) -> float:
     """The memory of checking a case in one process with its comparisons block by block, from
-    ``jacobians`` (its numerical and analytical Jacobians' bytes): the numerical Jacobian and
-    the analytical one while it is computed twice (for ``nondet_tol``) — 1.5 times
-    ``jacobians``. Above the block budget a case is split (``distcheck/runner/budget.py``)."""
+    ``jacobians`` (its numerical and analytical Jacobians' bytes): the numerical Jacobian, the
+    analytical one (computed twice for ``nondet_tol``, one run held) and what their batches hold
+    while they run — taken as 1.5 times ``jacobians``. Above the block budget a case is split
+    (``distcheck/runner/budget.py``)."""
     return 1.5 * jacobians
 
 

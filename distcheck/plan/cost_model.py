@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distcheck.plan.chunking import Workload, even_ranges
-from distcheck.plan.units import ROW_RUNS, AnalyticalRows, ForwardColumns, NumericalColumns
+from distcheck.plan.units import AnalyticalRows, ForwardColumns, NumericalColumns
 from distcheck.plan.units.slots import slots_bytes
 
 
@@ -168,12 +168,12 @@ def unit_seconds(unit: Any, costs: Any) -> float:
 
 
 def unit_bytes(unit: Any) -> int:
-    """What a unit holds while it runs, in bytes: its result's Jacobian blocks (twice for
-    analytical rows, computed twice); 0 for any other unit."""
+    """What a unit holds while it runs, in bytes: its result's Jacobian blocks (analytical rows
+    are computed twice, the second run compared as it comes, not held); 0 for any other unit."""
     if isinstance(unit, NumericalColumns):
         return unit.size * slots_bytes(unit.outputs)
     if isinstance(unit, AnalyticalRows):
-        return ROW_RUNS * unit.size * slots_bytes(unit.inputs)
+        return unit.size * slots_bytes(unit.inputs)
     if isinstance(unit, ForwardColumns):
         return unit.size * slots_bytes(unit.outputs)
     return 0

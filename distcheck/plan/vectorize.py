@@ -49,7 +49,7 @@ from distcheck.plan.stages import (
     ZeroNumericalJacobian,
 )
 from distcheck.plan.subject import Subject
-from distcheck.plan.units import ROW_RUNS, Unit
+from distcheck.plan.units import Unit
 from distcheck.plan.units.slots import slots_bytes
 
 CLEAR = 0.5  # a batched comparison decides a pass only within this fraction of the tolerances
@@ -161,21 +161,17 @@ class _Batcher:
         if decision.loops:  # an operation without a batching rule loops inside every batch
             batched = replace(batched, loops=True)
         start = len(self.made)
-        first = 0
-        if decision.trial is not None:  # the first batch, computed while deciding
-            self.made.append(replace(batched, stop=size, computed=decision.trial))
-            first = 1
-        if count > first:
-            work = Workload(count - first, decision.seconds, _result_bytes(whole) * size)
-            for a, b in self.policy.chunks(work) or [(0, count - first)]:
-                self.made.append(replace(batched, start=(first + a) * size, stop=min((first + b) * size, whole.stop)))
+        work = Workload(count, decision.seconds, _result_bytes(whole) * size)
+        for a, b in self.policy.chunks(work) or [(0, count)]:
+            self.made.append(replace(batched, start=a * size, stop=min(b * size, whole.stop)))
+        if decision.trial is not None:  # the first batch, computed while deciding: not computed again
+            self.made[start] = replace(self.made[start], head=decision.trial)
         return tuple(range(start, len(self.made)))
 
 
 def _result_bytes(unit: Any) -> int:
-    """What one item of a unit's result holds (twice for analytical rows, computed twice)."""
-    slots = unit.inputs if hasattr(unit, "inputs") else unit.outputs
-    return (ROW_RUNS if hasattr(unit, "inputs") else 1) * slots_bytes(slots)
+    """What one item of a unit's result holds."""
+    return slots_bytes(unit.inputs if hasattr(unit, "inputs") else unit.outputs)
 
 
 def _twin(units: Sequence[Unit], stage: JacobianComparison | ZeroNumericalJacobian) -> tuple[Any, tuple[Unit, ...]]:

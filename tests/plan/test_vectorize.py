@@ -402,21 +402,24 @@ def test_a_zero_jacobians_batches_are_spot_checked_bit_for_bit():
 
 def test_the_batch_timed_while_planning_is_the_plans_first_batch():
     """The batch a measured decision timed is not computed again: the workload's first unit
-    carries it, and it holds exactly what running that unit gives."""
+    carries it as its first batch (one unit in-process, nothing joined), and that unit gives
+    exactly what it gives computing every batch itself."""
     from dataclasses import replace
 
     from distcheck.plan.units import execute
 
     func = lambda a, b: (a * b).sin() * a  # noqa: E731
-    options = CheckOptions(vectorize=MEASURED)
+    options = CheckOptions(vectorize=replace(MEASURED, most_items=16))  # three batches a workload
     _, plan = plan_check(func, (_x(40), _x(40, seed=1)), options, SerialExecutor())
-    carried = [u for u in plan.units if getattr(u, "computed", None) is not None]
-    assert carried and all(u.start == 0 and u.stop == u.batch for u in carried)
+    carried = [u for u in plan.units if getattr(u, "head", None) is not None]
+    assert carried and all(u.start == 0 and u.stop == 40 and u.batch < 40 for u in carried)
     for unit in carried:
-        again = execute(replace(unit, computed=None), plan.subject).unwrap()
-        blocks = (lambda r: r.blocks) if isinstance(unit, AnalyticalRows) else (lambda r: r)
-        for kept, made in zip(blocks(unit.computed), blocks(again)):
-            assert (kept is None and made is None) or (kept == made).all()
+        kept, again = (execute(u, plan.subject).unwrap() for u in (unit, replace(unit, head=None)))
+        if isinstance(unit, AnalyticalRows):
+            assert kept.repeat_difference == again.repeat_difference
+            kept, again = kept.blocks, again.blocks
+        for a, b in zip(kept, again):
+            assert (a is None and b is None) or (a == b).all()
     assert batch_choice._recall(next(iter(batch_choice._remembered))).trial is None  # not kept per process
 
 

@@ -11,13 +11,12 @@ from distcheck.plan.units.analytical import AnalyticalRows, ForwardColumns
 from distcheck.plan.units.auxiliary import AuxiliaryCheck
 from distcheck.plan.units.base import UnitResult, execute
 from distcheck.plan.units.numerical import NumericalColumns, NumericalProjection
-from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, RowsResult
+from distcheck.plan.units.results import ColumnsResult, RowsResult
 from distcheck.plan.units.slots import InputSlot, OutputSlot
 
 Unit = NumericalColumns | NumericalProjection | AnalyticalRows | ForwardColumns | AuxiliaryCheck
 
 __all__ = [
-    "ROW_RUNS",
     "AnalyticalRows",
     "AuxiliaryCheck",
     "ColumnsResult",

@@ -12,7 +12,7 @@ from distcheck.engines.derivatives import column_jvp, row_vjp
 from distcheck.kinds import VariantKey
 from distcheck.plan.subject import Subject
 from distcheck.plan.units import batches
-from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, GradientRows, RowsResult, fit
+from distcheck.plan.units.results import ColumnsResult, GradientRows, RepeatedRows, RowsResult, fit
 from distcheck.plan.units.slots import InputSlot, OutputSlot
 
 
@@ -46,7 +46,7 @@ class AnalyticalRows(_Range):
     vector: str | None = None
     batch: int = 0  # > 0: rows computed that many at a time, vectorized (see units/batches.py)
     spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
-    computed: Any = field(default=None, compare=False, repr=False)  # see batches.computed_once
+    head: Any = field(default=None, compare=False, repr=False)  # its first batch's result (see batches.py)
 
     def run(self, engine: Engine, subject: Subject) -> RowsResult:
         if self.batch:
@@ -54,13 +54,13 @@ class AnalyticalRows(_Range):
         variant = subject.variants[self.variant]
         vjp = row_vjp(engine, variant.func, variant.inputs, self.output, [s.position for s in self.inputs])
         grad_outputs = self.items(subject)
-        runs = [GradientRows(self.inputs, len(grad_outputs)) for _ in range(ROW_RUNS)]
-        for rows in runs:
+        first = GradientRows(self.inputs, len(grad_outputs))
+        for rows in (first, RepeatedRows(first)):  # every row twice: backward must be reentrant
             for column, g in enumerate(grad_outputs):
                 for k, grad in enumerate(vjp(g)):
                     if grad is not None:
                         rows.put(k, column, grad, grad.shape)
-        return RowsResult.of(runs)
+        return RowsResult.of(first, rows)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class ForwardColumns(_Range):
     vector: str | None = None
     batch: int = 0  # > 0: columns computed that many at a time, vectorized (see units/batches.py)
     spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
-    computed: Any = field(default=None, compare=False, repr=False)  # see batches.computed_once
+    head: Any = field(default=None, compare=False, repr=False)  # its first batch's result (see batches.py)
 
     def run(self, engine: Engine, subject: Subject) -> ColumnsResult:
         if self.batch:

@@ -28,7 +28,7 @@ from distcheck.kinds import Fallback
 from distcheck.numerics.compare import agrees
 from distcheck.numerics.finite_differences import jacobian_column
 from distcheck.plan.subject import Subject
-from distcheck.plan.units.results import ROW_RUNS, ColumnsResult, GradientRows, RowsResult, fit
+from distcheck.plan.units.results import ColumnsResult, GradientRows, RepeatedRows, RowsResult, fit
 
 
 class BatchRefused(AssertionError):
@@ -42,15 +42,11 @@ class BatchRefused(AssertionError):
         return type(self), (self.reason, str(self))
 
 
-def computed_once(unit_run: Callable[[Any, Engine, Subject], Any]) -> Callable[[Any, Engine, Subject], Any]:
-    """``unit_run``, unless the unit carries its result (``unit.computed``: the batch that its
-    check timed while planning, the same unit on the same subject, one thread): that is returned."""
-
-    @functools.wraps(unit_run)
-    def run(unit: Any, engine: Engine, subject: Subject) -> Any:
-        return unit.computed if unit.computed is not None else unit_run(unit, engine, subject)
-
-    return run
+def head_of(unit: Any, items: range) -> Any:
+    """The result of batch ``items`` if the unit carries it (``unit.head``: its first batch,
+    timed while its check was planned, on the same subject, one thread), else None. The head
+    was spot-checked when it was computed."""
+    return unit.head if unit.head is not None and items.start == unit.start else None
 
 
 def refusing_draws(unit_run: Callable[[Any, Engine, Subject], Any]) -> Callable[[Any, Engine, Subject], Any]:
@@ -95,7 +91,6 @@ def _spot_check(batched: np.ndarray, exact: np.ndarray | None, tolerance: tuple[
         )
 
 
-@computed_once
 @refusing_draws
 def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.ndarray | None]:
     """A :class:`~distcheck.plan.units.NumericalColumns` unit's blocks, batch by batch."""
@@ -104,6 +99,13 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
     blocks = [None if s is None else np.zeros((unit.size, s.numel), dtype=s.dtype) for s in unit.outputs]
     evaluate = engine.perturbed_evaluator(variant.func, variant.inputs, unit.position, wanted)
     for items in batches(unit):
+        at = slice(items.start - unit.start, items.stop - unit.start)
+        head = head_of(unit, items)
+        if head is not None:
+            for block, values in zip(blocks, head):
+                if block is not None:
+                    block[at] = values
+            continue
         got = numerical_block(
             engine, variant.func, variant.inputs, unit.position, items, unit.eps, unit.is_complex, wanted, unit.loops
         )
@@ -112,34 +114,38 @@ def numerical_columns(unit: Any, engine: Engine, subject: Subject) -> list[np.nd
         for o, (block, values) in enumerate(zip(blocks, got)):
             if block is None:
                 continue
-            block[items.start - unit.start : items.stop - unit.start] = values
+            block[at] = values
             _spot_check(values[k - items.start], exact[o], unit.spot_tolerance, f"numerical column {k}")
     return blocks
 
 
-@computed_once
 @refusing_draws
 def analytical_rows(unit: Any, engine: Engine, subject: Subject) -> RowsResult:
     """An :class:`~distcheck.plan.units.AnalyticalRows` unit's result, batch by batch, each
     batch's rows computed twice as the element-by-element path computes each row twice."""
     variant = subject.variants[unit.variant]
     positions = [s.position for s in unit.inputs]
-    runs = [GradientRows(unit.inputs, unit.size) for _ in range(ROW_RUNS)]
-    for rows in runs:
+    first = GradientRows(unit.inputs, unit.size)
+    for rows in (first, RepeatedRows(first)):
         for items in batches(unit):
             at = slice(items.start - unit.start, items.stop - unit.start)
+            head = head_of(unit, items)
+            if head is not None:
+                rows.take(at, head)
+                continue
             grads = rows_block(engine, variant.func, variant.inputs, unit.output, positions, items)
             for k, g in enumerate(grads):
                 rows.put(k, at, g, g.shape[1:])
     vjp = row_vjp(engine, variant.func, variant.inputs, unit.output, positions)
     for items in batches(unit):
+        if head_of(unit, items) is not None:
+            continue
         r = spot_item(items)
         for k, exact in enumerate(vjp(r)):
-            _spot_check(runs[0].rows[k][r - unit.start], exact, unit.spot_tolerance, f"analytical row {r}")
-    return RowsResult.of(runs)
+            _spot_check(first.rows[k][r - unit.start], exact, unit.spot_tolerance, f"analytical row {r}")
+    return RowsResult.of(first, rows)
 
 
-@computed_once
 @refusing_draws
 def forward_columns(unit: Any, engine: Engine, subject: Subject) -> ColumnsResult:
     """A :class:`~distcheck.plan.units.ForwardColumns` unit's result, batch by batch."""
@@ -150,6 +156,13 @@ def forward_columns(unit: Any, engine: Engine, subject: Subject) -> ColumnsResul
     mismatch = False
     for items in batches(unit):
         at = slice(items.start - unit.start, items.stop - unit.start)
+        head = head_of(unit, items)
+        if head is not None:
+            for block, values in zip(blocks, head.blocks):
+                if block is not None:
+                    block[at] = values
+            mismatch = mismatch or head.dtype_mismatch
+            continue
         tangents = forward_block(engine, variant.func, variant.inputs, unit.diff_positions, unit.input, items)
         for position, tangent in zip(float_outputs, tangents):
             mismatch = mismatch or np.iscomplexobj(tangent) != unit.output_is_complex[position]

@@ -43,7 +43,7 @@ class NumericalColumns:
     sparse: bool = False  # columns are the input's specified values: return their dense rows too
     batch: int = 0  # > 0: columns computed that many at a time, vectorized (see units/batches.py)
     spot_tolerance: tuple[float, float] = (0.0, 0.0)  # (rtol, atol) of a batch's spot check
-    computed: Any = field(default=None, compare=False, repr=False)  # see batches.computed_once
+    head: Any = field(default=None, compare=False, repr=False)  # its first batch's result (see batches.py)
     loops: bool = False  # a batch loops over its items where an operation has no batching rule
 
     @property

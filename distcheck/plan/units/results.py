@@ -1,5 +1,6 @@
 """What analytical units return: rows of backward passes (computed twice, for the reentrancy
-check) and columns of forward-mode JVPs, as Jacobian blocks."""
+check: the first run held, the second compared with it as it comes) and columns of forward-mode
+JVPs, as Jacobian blocks."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import numpy as np
 
 from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.units.slots import InputSlot
-
-ROW_RUNS = 2  # every row is computed twice (backward must be reentrant), both runs held at once
 
 
 @dataclass(frozen=True)
@@ -28,13 +27,11 @@ class RowsResult:
     wrong_dtype: str | None
 
     @classmethod
-    def of(cls, runs: list[GradientRows]) -> RowsResult:
+    def of(cls, first: GradientRows, second: RepeatedRows) -> RowsResult:
         """The result of the unit's two runs of its rows."""
-        first, second = (rows.blocks() for rows in runs)
-        repeat = [max_abs_difference(a, b) for a, b in zip(first, second)]
-        wrong_size = next((r.wrong_size for r in runs if r.wrong_size), None)
-        wrong_dtype = next((r.wrong_dtype for r in runs if r.wrong_dtype), None)
-        return cls(first, repeat, wrong_size, wrong_dtype)
+        wrong_size = first.wrong_size or second.wrong_size
+        wrong_dtype = first.wrong_dtype or second.wrong_dtype
+        return cls(first.blocks(), second.differences(), wrong_size, wrong_dtype)
 
 
 class GradientRows:
@@ -52,22 +49,75 @@ class GradientRows:
 
     def put(self, k: int, at: int | slice, grads: np.ndarray, shape: tuple[int, ...]) -> None:
         """Store at rows ``at`` of input k the gradients ``grads``, each of ``shape``."""
-        slot = self.inputs[k]
-        if shape != slot.shape:
-            self.wrong_size = self.wrong_size or (
-                f"the gradient of differentiable input {k} has shape {shape}, the input has shape {slot.shape}"
-            )
-            if math.prod(shape) != slot.numel:
-                return
-        elif grads.dtype != self.dtypes[k]:
-            self.wrong_dtype = self.wrong_dtype or (
-                f"the gradient of differentiable input {k} has dtype {grads.dtype}, the input has dtype {slot.dtype}"
-            )
-        block = self.rows[k]
-        block[at] = fit(grads.reshape(block[at].shape), block)
+        values = _checked(self, k, grads, shape)
+        if values is not None:
+            block = self.rows[k]
+            block[at] = fit(values.reshape(block[at].shape), block)
+
+    def take(self, at: slice, head: RowsResult) -> None:
+        """Store at rows ``at`` the first run of the batch ``head`` holds."""
+        for rows, block in zip(self.rows, head.blocks):
+            rows[at] = block.T
+        self.wrong_size = self.wrong_size or head.wrong_size
+        self.wrong_dtype = self.wrong_dtype or head.wrong_dtype
 
     def blocks(self) -> list[np.ndarray]:
         return [r.T for r in self.rows]
+
+
+class RepeatedRows:
+    """The second run of a unit's rows, compared as its gradients come with the first run's
+    (``first``) and not kept: :meth:`differences` is the largest difference per input, as if
+    both runs were held whole (a row one run stored and the other did not counts against
+    zero; NaN propagates)."""
+
+    def __init__(self, first: GradientRows):
+        self.first, self.inputs, self.dtypes = first, first.inputs, first.dtypes
+        self.stored = [np.zeros(len(rows), dtype=bool) for rows in first.rows]
+        self.largest: list[list[float]] = [[] for _ in first.rows]
+        self.wrong_size: str | None = None
+        self.wrong_dtype: str | None = None
+
+    def put(self, k: int, at: int | slice, grads: np.ndarray, shape: tuple[int, ...]) -> None:
+        """Compare the gradients ``grads`` (each of ``shape``) of input k at rows ``at`` with the first run's."""
+        values = _checked(self, k, grads, shape)
+        if values is not None:
+            held = self.first.rows[k][at]
+            again = fit(values.reshape(held.shape), held).astype(held.dtype, copy=False)  # as a store would cast
+            self.largest[k].append(max_abs_difference(held, again))
+            self.stored[k][at] = True
+
+    def take(self, at: slice, head: RowsResult) -> None:
+        """Count the batch ``head`` holds at rows ``at``: its own two runs' differences."""
+        for largest, stored, difference in zip(self.largest, self.stored, head.repeat_difference):
+            largest.append(difference)
+            stored[at] = True
+
+    def differences(self) -> list[float]:
+        out = []
+        for rows, stored, largest in zip(self.first.rows, self.stored, self.largest):
+            unseen = rows[~stored]  # rows this run did not give: their difference is the first's
+            if unseen.size:
+                largest.append(max_abs_difference(unseen, np.zeros_like(unseen)))
+            out.append(float(np.max(largest)) if largest else 0.0)  # np.max: NaN propagates
+        return out
+
+
+def _checked(run: GradientRows | RepeatedRows, k: int, grads: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``grads`` if they can be stored for input k (a gradient of the input's element count,
+    whatever its shape), else None; the run's first wrong size or dtype described."""
+    slot = run.inputs[k]
+    if shape != slot.shape:
+        run.wrong_size = run.wrong_size or (
+            f"the gradient of differentiable input {k} has shape {shape}, the input has shape {slot.shape}"
+        )
+        if math.prod(shape) != slot.numel:
+            return None
+    elif grads.dtype != run.dtypes[k]:
+        run.wrong_dtype = run.wrong_dtype or (
+            f"the gradient of differentiable input {k} has dtype {grads.dtype}, the input has dtype {slot.dtype}"
+        )
+    return grads
 
 
 @dataclass(frozen=True)
