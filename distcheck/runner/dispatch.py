@@ -1,13 +1,12 @@
 """Ray dispatch: the driver only schedules; cases are listed, built and checked on the workers.
-It feeds the work queue (:mod:`.work_queue`), handles what the runners (:mod:`.worker`) and
-the split cases' coordinators send (:mod:`.messages`) in a method per message, stops the
-runners silent past the timeout and replaces lost ones (:mod:`.pool`), and starts split cases
-and forwards their chunks' results (:mod:`.split`).
-"""
+It feeds the work queue (:mod:`.work_queue`), handles what the runners (:mod:`.worker`) and the
+split cases' coordinators send (:mod:`.messages`) in a method per message, stops the runners
+silent past the timeout and replaces lost ones (:mod:`.pool`), and runs split cases (:mod:`.split`)."""
 
 from __future__ import annotations
 
 import gc
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from distcheck.suites.base import CaseInfo, GroupInfo, Suite
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 PROMPT_UP_TO = 8  # runners and coordinators whose every message is handled as it arrives (see Dispatch.receive)
+PROMPT_POLL = 1.0  # seconds a wait for one of those few may last (see Dispatch.poll)
 MESSAGES_AT_ONCE = 64  # of one runner's, read in a row (the others' wait that long)
 READY_GAP = 2.0  # seconds without a runner beginning after which the first dispatch waits no more
 _ENDED = object()  # a generator's task has ended
@@ -113,8 +113,7 @@ class Dispatch:
 
     def loop(self) -> None:
         try:
-            # The runners first: Ray starts them (a worker lease each: seconds for many, on busy
-            # cores) while a coordinator warms and before the first item is handed out.
+            # the runners first: Ray starts them (seconds for many) while a coordinator warms
             self.runners.top_up()
             if self.config.splits:
                 self.splits.pool.warm(self.config.suite)  # before the first dispatch, not with the first split case
@@ -155,18 +154,19 @@ class Dispatch:
             self.queue.close.remote()
 
     def receive(self) -> None:
-        """Handle the messages that arrived. Many runners: what arrived within :data:`POLL` is
-        handled in one round, so that the rounds stay few however many messages come. A few:
-        each message as it arrives (their messages are few), so that a split case's verdict, or
-        the run's end, is not held up."""
+        """Handle the messages that arrived: with many runners, what arrived within :data:`POLL`
+        in one round (the rounds stay few); with a few, each as it arrives (a split case's
+        verdict, or the run's end, is not held up)."""
         pending = [*self.runners.by_generator, *self.splits.running]
         if not pending:
             time.sleep(0.05)
             return
-        wanted = 1 if len(pending) <= PROMPT_UP_TO else len(pending)
-        ready, _ = ray.wait(pending, num_returns=wanted, timeout=POLL)
+        prompt = len(pending) <= PROMPT_UP_TO
+        ready, _ = ray.wait(pending, num_returns=1 if prompt else len(pending), timeout=self.poll(prompt))
         received = bool(ready)
-        for _ in range(MESSAGES_AT_ONCE):  # and what the runners sent meanwhile (a chunk: two)
+        for again in range(1 if prompt else MESSAGES_AT_ONCE):
+            if again:  # what the runners sent meanwhile (a chunk: two)
+                ready, _ = ray.wait(ready, num_returns=len(ready), timeout=0)
             for generator in ready:
                 if generator in self.runners or generator in self.splits.running:
                     self.read(generator)
@@ -174,9 +174,15 @@ class Dispatch:
             ready = [g for g in ready if g in self.runners]
             if not ready:
                 break
-            ready, _ = ray.wait(ready, num_returns=len(ready), timeout=0)
         if received:  # what the messages made (records, kept to the end) leaves the collector's sight
             gc.freeze()
+
+    def poll(self, prompt: bool) -> float:
+        """How long a wait may last: :data:`POLL`; for a few runners once the queue has all the
+        work, up to :data:`PROMPT_POLL`, so that a timeout is enforced at most an eighth late."""
+        if not prompt or not self.enumeration.over:
+            return POLL
+        return min(PROMPT_POLL, max(POLL, (self.config.timeout or math.inf) / 8))
 
     def read(self, generator: ray.ObjectRefGenerator) -> None:
         """The generator's next message, handled; or its end."""
@@ -207,17 +213,14 @@ class Dispatch:
         if error is not None:  # the worker died in one of the unreported cases (or listing)
             death = classify(error)
             self.splits.give_up(self.runners.lost(runner, death), death.message)
-        elif not runner.careful and self.splits.active:
-            # it found no work before the queue heard of a split case (the case that runner
-            # found to split, maybe): the split case's chunks need every runner
-            self.runners.top_up()
+        elif not runner.careful and self.splits.active:  # out of work before a split case came:
+            self.runners.top_up()  # its chunks need every runner
 
     def enforce_timeouts(self, now: float) -> None:
         if self.config.timeout is None:
             return
         self.splits.give_up(self.runners.timed_out(now), "stopped")
-        stop = self.splits.timed_out(now)  # their chunks too
-        if stop:
+        if stop := self.splits.timed_out(now):  # their chunks too
             self.splits.give_up(self.runners.stop_ids(stop), "stopped")
 
     def start_splits(self) -> None:

@@ -4,6 +4,7 @@ fingerprints checked, the same verdicts as serial."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
@@ -269,8 +270,9 @@ def test_a_case_that_crashed_its_worker_then_passes_alone_is_an_error_that_says_
 def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkeypatch):
     """With a few runners and coordinators, the driver waits for one message, not for all of
     them or ``POLL`` seconds (a split case's verdict, and the run's end, came up to ``POLL``
-    late: on 2 workers, 3 % of a split case's time); with many, it waits for all or ``POLL``
-    (its rounds stay few)."""
+    late: on 2 workers, 3 % of a split case's time), and once the queue has all the work it
+    wakes for messages only (or at ``PROMPT_POLL``, to enforce timeouts), without a second
+    wait per message; with many, it waits for all or ``POLL`` (its rounds stay few)."""
     import ray
 
     from distcheck.runner import dispatch
@@ -279,18 +281,23 @@ def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkey
     wait = ray.wait
 
     def recording_wait(refs, *, num_returns=1, timeout=None, **kwargs):
-        if timeout == dispatch.POLL:
-            asked.append((len(refs), num_returns))
+        if sys._getframe(1).f_code is dispatch.Dispatch.receive.__code__:  # the dispatch's waits for messages
+            asked.append((len(refs), num_returns, timeout))
         return wait(refs, num_returns=num_returns, timeout=timeout, **kwargs)
 
     monkeypatch.setattr(dispatch.ray, "wait", recording_wait)
     suite = FakeSuite("slow", ops=("big", "sin"))
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
     assert [r.verdict for r in result.records] == ["pass", "pass"] and result.records[0].tasks > 1
-    assert asked and all(wanted == (1 if n <= dispatch.PROMPT_UP_TO else n) for n, wanted in asked)
+    assert asked and all(wanted == 1 and n <= dispatch.PROMPT_UP_TO for n, wanted, _ in asked)
+    assert {timeout for *_, timeout in asked} == {dispatch.POLL, dispatch.PROMPT_POLL}
 
     asked.clear()
     monkeypatch.setattr(dispatch, "PROMPT_UP_TO", 0)
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
     assert [r.verdict for r in result.records] == ["pass", "pass"]
-    assert asked and all(wanted == n for n, wanted in asked)
+    rounds = [(n, wanted) for n, wanted, timeout in asked if timeout == dispatch.POLL]
+    assert rounds and all(wanted == n for n, wanted in rounds)
+    assert {timeout for *_, timeout in asked} <= {dispatch.POLL, 0}
+
+
