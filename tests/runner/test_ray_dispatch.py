@@ -299,5 +299,3 @@ def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkey
     rounds = [(n, wanted) for n, wanted, timeout in asked if timeout == dispatch.POLL]
     assert rounds and all(wanted == n for n, wanted in rounds)
     assert {timeout for *_, timeout in asked} <= {dispatch.POLL, 0}
-
-
