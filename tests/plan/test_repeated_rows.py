@@ -9,6 +9,7 @@ import torch
 import distcheck
 from distcheck.numerics.compare import max_abs_difference
 from distcheck.options import Batching
+from distcheck.plan.units import results
 from distcheck.plan.units.results import GradientRows, RepeatedRows, RowsResult
 from distcheck.plan.units.slots import InputSlot
 
@@ -87,8 +88,10 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("waiting_bytes", [results.WAITING_BYTES, 1], ids=["rows compared at the end", "row by row"])
 @pytest.mark.parametrize("name", CASES)
-def test_the_repeat_difference_is_the_one_of_both_runs_held_whole(name):
+def test_the_repeat_difference_is_the_one_of_both_runs_held_whole(name, waiting_bytes, monkeypatch):
+    monkeypatch.setattr(results, "WAITING_BYTES", waiting_bytes)
     puts_first, puts_second = CASES[name]
     result = _compared(puts_first, puts_second)
     assert _same(result.repeat_difference, _held_whole(puts_first, puts_second))

@@ -12,6 +12,8 @@ import numpy as np
 from distcheck.numerics.compare import max_abs_difference
 from distcheck.plan.units.slots import InputSlot
 
+WAITING_BYTES = 1 << 22  # single rows of the second run an input holds before they are compared
+
 
 @dataclass(frozen=True)
 class RowsResult:
@@ -66,26 +68,44 @@ class GradientRows:
 
 
 class RepeatedRows:
-    """The second run of a unit's rows, compared as its gradients come with the first run's
-    (``first``) and not kept: :meth:`differences` is the largest difference per input, as if
-    both runs were held whole (a row one run stored and the other did not counts against
-    zero; NaN propagates)."""
+    """The second run of a unit's rows, compared with the first run's (``first``) and not kept:
+    :meth:`differences` is the largest difference per input, as if both runs were held whole
+    (a row one run stored and the other did not counts against zero; NaN propagates). A batch
+    of rows is compared as it comes; single rows (the element-by-element path) wait, up to
+    :data:`WAITING_BYTES` an input, to be compared together."""
 
     def __init__(self, first: GradientRows):
         self.first, self.inputs, self.dtypes = first, first.inputs, first.dtypes
         self.stored = [np.zeros(len(rows), dtype=bool) for rows in first.rows]
         self.largest: list[list[float]] = [[] for _ in first.rows]
+        self.waiting: list[list[int]] = [[] for _ in first.rows]  # rows of ``scratch[k]``, in order
+        self.scratch: list[np.ndarray | None] = [None for _ in first.rows]
         self.wrong_size: str | None = None
         self.wrong_dtype: str | None = None
 
     def put(self, k: int, at: int | slice, grads: np.ndarray, shape: tuple[int, ...]) -> None:
         """Compare the gradients ``grads`` (each of ``shape``) of input k at rows ``at`` with the first run's."""
         values = _checked(self, k, grads, shape)
-        if values is not None:
-            held = self.first.rows[k][at]
-            again = fit(values.reshape(held.shape), held).astype(held.dtype, copy=False)  # as a store would cast
-            self.largest[k].append(max_abs_difference(held, again))
-            self.stored[k][at] = True
+        if values is None:
+            return
+        held = self.first.rows[k][at]
+        again = fit(values.reshape(held.shape), held)
+        if isinstance(at, slice):
+            self._compare(k, at, held, again.astype(held.dtype, copy=False))  # cast as a store casts
+        else:
+            self._wait(k, at, again)
+
+    def _wait(self, k: int, row: int, again: np.ndarray) -> None:
+        """Hold row ``row`` of input k (cast as a store casts) until :data:`WAITING_BYTES` wait."""
+        rows = self.first.rows[k]
+        if self.scratch[k] is None:
+            count = max(1, WAITING_BYTES // max(1, rows[0].nbytes))
+            self.scratch[k] = np.empty((min(len(rows), count), *rows.shape[1:]), rows.dtype)
+        waiting = self.waiting[k]
+        self.scratch[k][len(waiting)] = again
+        waiting.append(row)
+        if len(waiting) == len(self.scratch[k]):
+            self._flush(k)
 
     def take(self, at: slice, head: RowsResult) -> None:
         """Count the batch ``head`` holds at rows ``at``: its own two runs' differences."""
@@ -95,12 +115,29 @@ class RepeatedRows:
 
     def differences(self) -> list[float]:
         out = []
-        for rows, stored, largest in zip(self.first.rows, self.stored, self.largest):
+        for k, (rows, stored, largest) in enumerate(zip(self.first.rows, self.stored, self.largest)):
+            self._flush(k)
             unseen = rows[~stored]  # rows this run did not give: their difference is the first's
             if unseen.size:
                 largest.append(max_abs_difference(unseen, np.zeros_like(unseen)))
             out.append(float(np.max(largest)) if largest else 0.0)  # np.max: NaN propagates
         return out
+
+    def _flush(self, k: int) -> None:
+        """Compare the single rows of input k that wait."""
+        waiting = self.waiting[k]
+        if not waiting:
+            return
+        if all(b - a == 1 for a, b in zip(waiting, waiting[1:])):  # rows in a row: no copy of the first run's
+            at: slice | np.ndarray = slice(waiting[0], waiting[-1] + 1)
+        else:
+            at = np.array(waiting)
+        self._compare(k, at, self.first.rows[k][at], self.scratch[k][: len(waiting)])
+        self.waiting[k] = []
+
+    def _compare(self, k: int, at: slice | np.ndarray, held: np.ndarray, again: np.ndarray) -> None:
+        self.largest[k].append(max_abs_difference(held, again))
+        self.stored[k][at] = True
 
 
 def _checked(run: GradientRows | RepeatedRows, k: int, grads: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
