@@ -139,11 +139,7 @@ class SamplesUntilRaise:
             if self.inplace and sample.broadcasts_input:
                 continue
             function, checked = SampleFunction(self.op, sample, self.inplace), gradcheck_inputs(sample)
-            if unexpected_grads(checked):
-                raise AssertionError(
-                    f"sample {index}: a sampled input has a gradient before running autograd: a tensor is "
-                    "reused across SampleInputs (PyTorch's test helper asserts the same)"
-                )
+            assert_grad_free(checked, f"sample {index}")
             for call in calls:
                 self.seed(index)
                 check = getattr(distcheck, call.function)  # gradcheck or gradgradcheck
@@ -222,7 +218,11 @@ def check_calls(op, check: str, mode: str) -> tuple[CheckCall, ...]:
     )
 
 
-def unexpected_grads(inputs: Sequence[torch.Tensor]) -> list[int]:
-    """Positions of inputs that already have a ``.grad`` (the helper asserts there is none:
-    it would mean a tensor is shared between samples)."""
-    return [k for k, x in enumerate(inputs) if x.grad is not None]
+def assert_grad_free(inputs: Sequence[torch.Tensor], where: str) -> None:
+    """Raise AssertionError if an input already has a ``.grad`` (PyTorch's test helper asserts
+    there is none: it would mean a tensor is shared between samples); ``where``: whose inputs."""
+    if any(x.grad is not None for x in inputs):
+        raise AssertionError(
+            f"{where}: a sampled input has a gradient before running autograd: a tensor is reused "
+            "across SampleInputs (PyTorch's test helper asserts the same)"
+        )

@@ -50,9 +50,9 @@ from distcheck.suites.torch_opinfo.calls import (
     InplaceBackward,
     SampleFunction,
     SamplesUntilRaise,
+    assert_grad_free,
     check_calls,
     gradcheck_inputs,
-    unexpected_grads,
 )
 from distcheck.suites.torch_opinfo.database import (
     DTYPES,
@@ -208,11 +208,7 @@ class TorchOpInfoSuite:
         if inplace and sample.broadcasts_input and not looped:
             raise LookupError(f"{case}: the sample broadcasts its input, which in-place checks leave out")
         inputs = gradcheck_inputs(sample)
-        if unexpected_grads(inputs):
-            raise AssertionError(
-                f"{case}: a sampled input has a gradient before running autograd: a tensor is reused "
-                "across SampleInputs (PyTorch's test helper asserts the same)"
-            )
+        assert_grad_free(inputs, str(case))
         if looped:
             listed = samples.generated(op, dtype, self.small_inputs, device)[0]
             seed = functools.partial(_seed_sample, case)
