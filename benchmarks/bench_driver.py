@@ -5,7 +5,10 @@ keeps enumeration on the workers, where ``--max-cases`` would list every case on
 the child's CPU time (``getrusage`` of children:
 the driver only, since it joins Ray rather than starting it) gives the fixed start-up CPU
 (imports, joining Ray: the intercept) and the marginal driver CPU per case (the slope; target
-≤ 0.02 ms).
+≤ 0.02 ms). The start-up's CPU varies from run to run by more than a thousand ops' cases cost
+(7.3–10.2 s for the same 150 ops), so the driver's CPU is also read (from ``/proc``) when its
+run folder first holds a record and when it writes its report: between the two, the CPU per
+case (and per second) with the start-up and the end left out, and its slope over the sizes.
 
     .venv/bin/python benchmarks/bench_driver.py                          # the first 15 and 120 ops
     .venv/bin/python benchmarks/bench_driver.py --sizes 5,20             # a quick look
@@ -66,6 +69,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.loopback import AUTH, REPO, LoopbackCluster  # noqa: E402
+from distcheck.storage.run_folder import RECORDS, REPORT  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -90,22 +94,63 @@ def first_ops(suite: str, count: int) -> list[str]:
     return ops[:count]
 
 
-def run_driver(address: str, ops: list[str], suite: str, checks: str, extra: list[str]) -> tuple[int, float, float]:
-    """``(cases, CPU seconds, wall seconds)`` of one ``distcheck run`` child process."""
+def run_driver(
+    address: str, ops: list[str], suite: str, checks: str, extra: list[str]
+) -> tuple[int, float, float, int, tuple[float, float]]:
+    """``(cases, CPU seconds, wall seconds, cases recorded after the first, CPU seconds between
+    the first record and the run folder's report: the process's and its main thread's)`` of one
+    ``distcheck run`` child process (read from ``/proc``): the start-up (imports, joining Ray,
+    the runners' start) and the end (reports, leaving Ray) left out of the last figures; the
+    main thread is the dispatch loop, the others mostly Ray's own."""
     with tempfile.TemporaryDirectory() as folder:
-        report = os.path.join(folder, "report.json")
+        report, run = os.path.join(folder, "report.json"), os.path.join(folder, "run")
         command = [sys.executable, "-m", "distcheck", "run", "--address", address, "--suite", suite]
-        command += ["--checks", checks, "--ops", ",".join(ops), "--json", report, "--out", os.path.join(folder, "run")]
+        command += ["--checks", checks, "--ops", ",".join(ops), "--json", report, "--out", run]
         command += extra
         before, begin = children_cpu(), time.perf_counter()
-        done = subprocess.run(command, cwd=REPO, env={**os.environ, **AUTH}, capture_output=True, text=True)
+        child = subprocess.Popen(
+            command, cwd=REPO, env={**os.environ, **AUTH}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        watched = watch_records(child, run)
+        _, stderr = child.communicate()
         cpu, wall = children_cpu() - before, time.perf_counter() - begin
-        if done.returncode not in (0, 1):  # 1: some case failed, a run all the same
-            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-            raise RuntimeError(f"distcheck run --ops ({len(ops)} ops) exited {done.returncode}: {tail}")
+        if child.returncode not in (0, 1):  # 1: some case failed, a run all the same
+            tail = " | ".join(stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"distcheck run --ops ({len(ops)} ops) exited {child.returncode}: {tail}")
         with open(report) as f:
             cases = len(json.load(f)["cases"])
-    return cases, cpu, wall
+    recorded, first, last = watched or (0, (0.0, 0.0), (cpu, cpu))
+    return cases, cpu, wall, cases - recorded, (last[0] - first[0], last[1] - first[1])
+
+
+def watch_records(child: subprocess.Popen, run: str) -> tuple[int, tuple, tuple] | None:
+    """``(records, CPU, CPU)`` of ``child`` (each ``(the process's, its main thread's)``
+    seconds): when its run folder ``run`` first holds a record, and when its report is written
+    (all records are in); None if it ends before either. Polled every 50 ms (the CPU figures are
+    in clock ticks, 10 ms)."""
+    ticks, first = os.sysconf("SC_CLK_TCK"), None
+
+    def seconds(path: str) -> float:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    def cpu() -> tuple[float, float]:
+        return seconds(f"/proc/{child.pid}/stat"), seconds(f"/proc/{child.pid}/task/{child.pid}/stat")
+
+    while child.poll() is None:
+        try:
+            if first is None:
+                with open(os.path.join(run, RECORDS), "rb") as f:
+                    lines = f.read().count(b"\n")
+                if lines:
+                    first = lines, cpu()
+            elif os.path.exists(os.path.join(run, REPORT)):
+                return (*first, cpu())
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return None
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -450,16 +495,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def driver_runs(cluster: LoopbackCluster, sizes: list[int], suite: str, checks: str, extra: list[str]) -> None:
-    points = []
+    points, after, main_thread = [], [], []
     ops = first_ops(suite, max(sizes))
-    print(f"{'ops':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}")
+    print(
+        f"{'ops':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}"
+        f" {'1st record→report, ms/case: all':>32} {'main thread':>12}"
+    )
     for size in sizes:
-        cases, cpu, wall = run_driver(cluster.address, ops[:size], suite, checks, extra)
+        cases, cpu, wall, later, (later_cpu, later_main) = run_driver(cluster.address, ops[:size], suite, checks, extra)
         points.append((cases, cpu))
-        print(f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}")
+        after.append((later, later_cpu))
+        main_thread.append((later, later_main))
+        print(
+            f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}"
+            f" {1000 * later_cpu / max(later, 1):>32.4f} {1000 * later_main / max(later, 1):>12.4f}"
+        )
     intercept, slope = fit(points)
     print(f"fixed start-up CPU (imports, joining Ray): {intercept:.2f} s")
     print(f"marginal driver CPU per case (per second too, on a cluster this small): {1000 * slope:.4f} ms")
+    _, slope_after = fit(after)
+    _, slope_main = fit(main_thread)
+    print(
+        f"the same between the first record and the report (start-up and end left out): {1000 * slope_after:.4f} ms"
+        f" (the main thread {1000 * slope_main:.4f} ms)"
+    )
 
 
 if __name__ == "__main__":

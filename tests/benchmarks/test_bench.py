@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmarks.bench_driver import fit, fit_cases_and_wall, per_case_error
+from benchmarks.bench_driver import fit, fit_cases_and_wall, per_case_error, watch_records
 from benchmarks.bench_scale import busy_profile
 from benchmarks.loopback import processes_of
 from distcheck.records import case_record as records_module
@@ -23,6 +23,40 @@ def test_fit_gives_start_up_and_slope():
     assert intercept == pytest.approx(6.0) and slope == pytest.approx(2e-5)
     with pytest.raises(ValueError, match="same number of cases"):
         fit([(10, 1.0), (10, 2.0)])
+
+
+# A child that burns CPU on its main thread, writes two records, burns more (half of it on a
+# second thread), writes its report, and burns a little before it exits.
+_CHILD = """
+import os, sys, threading, time
+def burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+run = sys.argv[1]
+burn(0.3)
+with open(os.path.join(run, "records.jsonl"), "w") as f:
+    f.write("{}\\n{}\\n")
+side = threading.Thread(target=burn, args=(0.4,))
+side.start()
+burn(0.4)
+side.join()
+with open(os.path.join(run, "report.json"), "w") as f:
+    f.write("{}")
+burn(0.3)
+"""
+
+
+def test_the_driver_cpu_between_its_first_record_and_its_report_is_read_apart(tmp_path):
+    """``bench_driver``'s figure without the start-up and the end: the CPU between the run
+    folder's first record and its report, the process's and its main thread's."""
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path)])
+    records, first, last = watch_records(child, str(tmp_path))
+    child.wait()
+    assert records == 2
+    process, main = last[0] - first[0], last[1] - first[1]
+    assert 0.6 <= process <= 1.1 and 0.3 <= main <= 0.6  # clock ticks of 10 ms, polls of 50 ms
+    assert first[0] >= 0.25  # the start-up's CPU is before the first reading
 
 
 def test_the_replay_fit_separates_cases_from_wall_time():
