@@ -13,6 +13,13 @@
     .venv/bin/python benchmarks/bench_run_folder.py                  # ~1 minute
     .venv/bin/python benchmarks/bench_run_folder.py --ops add,mul,sub --repeats 5
     .venv/bin/python benchmarks/bench_run_folder.py --store-only     # (c) alone
+    .venv/bin/python benchmarks/bench_run_folder.py --blocks-only    # (d) alone
+
+(d) with ``--blocks``: a failed case's blocks at their bound (a 1 MiB window of two Jacobian
+    blocks that differ by noise), per failure: encoding them (where the case ran: the runner,
+    a split case's coordinator, a serial run) and storing the encoded file (what the driver
+    does), to a local folder and, with ``--store``, to the local S3 server; the median of
+    ``--repeats`` rounds of 20 failures each.
 
 Target: the difference is below the run-to-run noise (well under 1 %).
 """
@@ -28,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -125,6 +134,36 @@ def store_cost(repeats: int, records: int = 100_000) -> None:
         print(f"(c) {name}: {rate:,.0f} records/s sustained, {cpu:.1f} µs of this process's CPU a record")
 
 
+def blocks_cost(repeats: int, s3: bool, failures: int = 20) -> None:
+    from distcheck.storage.blocks import MAX_BYTES, BlockStore, FailureBlocks, bounded, encoded
+
+    rng = np.random.default_rng(0)
+    side = int((MAX_BYTES // 16) ** 0.5)  # two float64 blocks of side × side fill the bound
+    analytical = rng.standard_normal((side, side))
+    numerical = analytical + 1e-3 * rng.standard_normal((side, side))
+    kept = bounded(FailureBlocks(0, 0, numerical, analytical, 1e-5, 1e-3))
+    places = {"a local folder": None}
+    with local_s3() if s3 else contextlib.nullcontext() as bucket:
+        if bucket:
+            places["the local S3 server"] = bucket
+        encode, stores = [], {name: [] for name in places}
+        for k in range(repeats):
+            start = time.perf_counter()
+            files = [encoded(kept) for _ in range(failures)]
+            encode.append((time.perf_counter() - start) / failures)
+            for name, where in places.items():
+                with tempfile.TemporaryDirectory() as folder:
+                    store = BlockStore(f"{where or folder}/blocks-{k}")
+                    start = time.perf_counter()
+                    for j, data in enumerate(files):
+                        store.write(f"case-{j}.npz", data)
+                    stores[name].append((time.perf_counter() - start) / failures)
+    print(f"(d) a failure's blocks ({len(files[0]) / 2**20:.2f} MiB encoded), median of {repeats}:")
+    print(f"    encoding, where the case ran: {1000 * statistics.median(encode):.1f} ms")
+    for name, times in stores.items():
+        print(f"    storing, on the driver, to {name}: {1000 * statistics.median(times):.1f} ms")
+
+
 def timed_run(selection: Selection, folder: str | None) -> tuple[float, int]:
     suite, options = get_suite("torch-opinfo"), RunOptions(serial=True)
     writer = None if folder is None else RunWriter(folder, run_start("torch-opinfo", "fast", selection, options, []))
@@ -139,8 +178,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--store", action="store_true", help="also (c): a local folder against an object store")
     parser.add_argument("--store-only", action="store_true", help="(c) alone")
+    parser.add_argument("--blocks", action="store_true", help="also (d): a failure's blocks, encoded and stored")
+    parser.add_argument("--blocks-only", action="store_true", help="(d) alone (with --store: also to S3)")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if args.blocks or args.blocks_only:
+        blocks_cost(args.repeats, s3=args.store or args.store_only)
+    if args.blocks_only:
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     if args.store or args.store_only:
         store_cost(args.repeats)
     if args.store_only:

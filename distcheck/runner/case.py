@@ -22,7 +22,7 @@ from distcheck.reduce.counts import BatchCounts
 from distcheck.runner import probe
 from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
 from distcheck.runner.judge import distcheck_checker, judged, raised
-from distcheck.storage.blocks import CaseBlocks, bounded, file_name
+from distcheck.storage.blocks import CaseBlocks, bounded, encoded, file_name
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 
 _prepared: set[str] = set()
@@ -163,10 +163,11 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = 
     )
 
 
-def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) -> tuple[CaseRecord, dict]:
-    """:func:`to_record`, and the failure blocks the record names (file name: blocks)."""
+def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) -> tuple[CaseRecord, dict[str, bytes]]:
+    """:func:`to_record`, and the failure blocks the record names, as their file's bytes (file
+    name: bytes), encoded here, where the case ran: the driver only writes them."""
     record = to_record(info, outcome, tasks, keep_blocks)
-    return record, {} if record.blocks is None else {record.blocks: outcome.blocks}
+    return record, {} if record.blocks is None else {record.blocks: encoded(outcome.blocks)}
 
 
 def timeout_record(info: CaseInfo, timeout: float | None, seconds: float) -> CaseRecord:

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from distcheck.runner.batches import CaseList
     from distcheck.runner.case import SplitRequest
     from distcheck.runner.policy import Item
-    from distcheck.storage.blocks import CaseBlocks
 
 
 @dataclass(frozen=True)
@@ -51,13 +50,14 @@ class Unlisted:
 @dataclass(frozen=True)
 class Finished:
     """The item's cases before its ``upto``-th, since the last report: their ``records``, made
-    where they ran; the failure ``blocks`` those records name (file name: blocks), for the
-    driver to store; and the cases to split (their index in the item, their request)."""
+    where they ran; the failure ``blocks`` those records name (file name: the file's bytes,
+    encoded where they ran), for the driver to store; and the cases to split (their index in
+    the item, their request)."""
 
     item: int
     upto: int
     records: RecordBatch
-    blocks: dict[str, CaseBlocks] = field(default_factory=dict)
+    blocks: dict[str, bytes] = field(default_factory=dict)
     splits: tuple[tuple[int, SplitRequest], ...] = ()
 
 
@@ -88,10 +88,11 @@ class Begun:
 
 @dataclass(frozen=True)
 class Decided:
-    """The split case's record, made on its coordinator, and the failure blocks it names."""
+    """The split case's record, made on its coordinator, and the failure blocks it names (file
+    name: bytes)."""
 
     record: CaseRecord
-    blocks: dict[str, CaseBlocks] = field(default_factory=dict)
+    blocks: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from distcheck.runner.budget import Budget, default_max_jacobian_mb
 from distcheck.runner.gpus import is_cuda
-from distcheck.storage.blocks import BlockStore, CaseBlocks
+from distcheck.storage.blocks import BlockStore
 from distcheck.storage.durations import Durations
 from distcheck.suites.base import Selection, Suite, UsageError
 
@@ -156,11 +156,11 @@ class RunConfig:
     def keeps_blocks(self) -> bool:
         return self.blocks is not None
 
-    def store(self, blocks: dict[str, CaseBlocks]) -> None:
-        """Failure blocks the records name (file name: blocks), into the run's block store."""
+    def store(self, blocks: dict[str, bytes]) -> None:
+        """Failure blocks the records name (file name: its bytes), into the run's block store."""
         if self.blocks is not None:
-            for name, kept in blocks.items():
-                self.blocks.write(name, kept)
+            for name, data in blocks.items():
+                self.blocks.write(name, data)
 
     @property
     def gpus_per_runner(self) -> float | None:

@@ -3,9 +3,10 @@
 A case keeps the blocks a failure compared (``error.blocks``, see
 :mod:`distcheck.reduce.failure_blocks`), bounded to :data:`MAX_BYTES` — a window around the
 worst element of a larger block — where it runs; its record names their file, and they go with
-it to the driver, which writes them to the run's :class:`BlockStore` (the run folder's
-``blocks/``, a local folder or a prefix in an object store): a run with 16,000 failures never
-holds their blocks in memory. A run without a store keeps none.
+it to the driver as that file's bytes (:func:`encoded`: compressed where the case ran, so the
+driver's work for a failure is one write), which it writes to the run's :class:`BlockStore` (the
+run folder's ``blocks/``, a local folder or a prefix in an object store): a run with 16,000
+failures never holds their blocks in memory. A run without a store keeps none.
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ def _plain(window: FailureBlocks) -> FailureBlocks:
     )
 
 
+def encoded(blocks: CaseBlocks) -> bytes:
+    """The blocks as their file holds them (a compressed ``.npz``; :func:`load` reads it)."""
+    data = io.BytesIO()
+    np.savez_compressed(data, **blocks.arrays())
+    return data.getvalue()
+
+
 def file_name(case_id: str) -> str:
     """A file name for a case id: its safe characters and a short hash (distinct ids never share one)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", case_id)[:150]
@@ -109,7 +117,6 @@ class BlockStore:
 
     folder: str
 
-    def write(self, name: str, blocks: CaseBlocks) -> None:
-        data = io.BytesIO()
-        np.savez_compressed(data, **blocks.arrays())
-        location.write_bytes(location.join(self.folder, name), data.getvalue())
+    def write(self, name: str, data: bytes) -> None:
+        """The file ``name`` (its bytes :func:`encoded` where the case ran)."""
+        location.write_bytes(location.join(self.folder, name), data)

@@ -216,3 +216,14 @@ def test_the_offline_driver_makes_a_record_only_for_the_cases_its_summary_shows(
     assert cases == 640 and cpu > 0
     # the slowest: each group's last sample, the first ten groups' (ties in run order)
     assert [(case.op, case.sample) for case in made] == [(f"op{k}", 31) for k in range(10)]
+
+
+def test_bench_run_folder_times_a_failures_blocks_encoded_and_stored(capsys):
+    """``bench_run_folder --blocks-only``: the encoding (where a case runs) and the driver's
+    store of a failure's blocks at their bound, each printed."""
+    from benchmarks.bench_run_folder import blocks_cost
+
+    blocks_cost(1, s3=False, failures=2)
+    out = capsys.readouterr().out
+    assert "MiB encoded" in out and "encoding, where the case ran:" in out
+    assert "storing, on the driver, to a local folder:" in out and "S3" not in out

@@ -58,7 +58,7 @@ def run_folder(path, records_: list[CaseRecord] | None = None, *, report: bool =
         if r.verdict == "fail":
             made = blocks(complex_=r.case.dtype == "complex128", seed=k)
             name = artifacts.file_name(r.id)
-            store.write(name, artifacts.bounded(made))
+            store.write(name, artifacts.encoded(artifacts.bounded(made)))
         kept.append(dataclasses.replace(r, blocks=name))
     info = {"suite": "torch-opinfo", "mode": mode, "executor": "serial", "workers": 1, "command": ["distcheck", "run"]}
     with open(os.path.join(folder, "records.jsonl"), "w") as f:

@@ -18,7 +18,7 @@ def test_small_blocks_are_kept_whole_and_read_back(tmp_path):
     kept = artifacts.bounded(made)
     assert kept.shape == (6, 5) and (kept.row0, kept.col0) == (0, 0) and kept.worst == (2, 3)
     name = artifacts.file_name("torch-opinfo::mm::complex128::sample0::grad")
-    artifacts.BlockStore(str(tmp_path)).write(name, kept)
+    artifacts.BlockStore(str(tmp_path)).write(name, artifacts.encoded(kept))
     again = artifacts.load(str(tmp_path / name))
     np.testing.assert_array_equal(again.window.numerical, made.numerical)
     np.testing.assert_array_equal(again.window.analytical, made.analytical)
@@ -50,7 +50,8 @@ def test_a_record_names_its_blocks_only_in_a_run_that_keeps_them():
     assert recorded(info, outcome, 1, keep_blocks=False) == (to_record(info, outcome, 1), {})
     assert to_record(info, outcome, 1).blocks is None
     record, sent = recorded(info, outcome, 1, keep_blocks=True)
-    assert record.blocks == artifacts.file_name(record.id) and sent == {record.blocks: kept}
+    assert record.blocks == artifacts.file_name(record.id) and list(sent) == [record.blocks]
+    assert sent[record.blocks] == artifacts.encoded(kept)  # the file's bytes, made where the case ran
     assert record.to_json()["blocks"] == record.blocks
     assert "blocks" not in to_record(info, Outcome("pass"), 1, keep_blocks=True).to_json()
 
@@ -81,5 +82,5 @@ def test_empty_blocks_are_kept_as_they_are(tmp_path, shape):
     kept = artifacts.bounded(artifacts.FailureBlocks(0, 1, empty, empty.copy(), 1e-5, 1e-3))
     assert kept.shape == shape and (kept.row0, kept.col0) == (0, 0) and kept.worst == (0, 0)
     name = artifacts.file_name("torch-opinfo::linalg.norm::float64::sample32::gradgrad")
-    artifacts.BlockStore(str(tmp_path)).write(name, kept)
+    artifacts.BlockStore(str(tmp_path)).write(name, artifacts.encoded(kept))
     assert artifacts.load(str(tmp_path / name)).window.numerical.shape == shape
