@@ -166,8 +166,14 @@ def to_record(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool = 
 def recorded(info: CaseInfo, outcome: Outcome, tasks: int, keep_blocks: bool) -> tuple[CaseRecord, dict[str, bytes]]:
     """:func:`to_record`, and the failure blocks the record names, as their file's bytes (file
     name: bytes), encoded here, where the case ran: the driver only writes them."""
-    record = to_record(info, outcome, tasks, keep_blocks)
-    return record, {} if record.blocks is None else {record.blocks: encoded(outcome.blocks)}
+    data = None
+    if keep_blocks and outcome.blocks is not None:
+        try:
+            data = encoded(outcome.blocks)
+        except Exception:  # the blocks are an aid to the verdict: never lose the record for them
+            data = None
+    record = to_record(info, outcome, tasks, data is not None)
+    return record, {} if record.blocks is None else {record.blocks: data}
 
 
 def timeout_record(info: CaseInfo, timeout: float | None, seconds: float) -> CaseRecord:

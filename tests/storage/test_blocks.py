@@ -56,6 +56,18 @@ def test_a_record_names_its_blocks_only_in_a_run_that_keeps_them():
     assert "blocks" not in to_record(info, Outcome("pass"), 1, keep_blocks=True).to_json()
 
 
+def test_blocks_that_cannot_be_encoded_cost_the_record_its_blocks_not_its_verdict(monkeypatch):
+    import distcheck.runner.case as case_module
+
+    def fails(blocks):
+        raise MemoryError("no room for the blocks")
+
+    monkeypatch.setattr(case_module, "encoded", fails)
+    outcome = Outcome("fail", "Jacobian mismatch", 0.1, None, None, artifacts.bounded(blocks()))
+    record, sent = recorded(CaseInfo(case("sin")), outcome, 1, keep_blocks=True)
+    assert (record.verdict, record.message, record.blocks, sent) == ("fail", "Jacobian mismatch", None, {})
+
+
 def test_a_serial_run_stores_the_blocks_of_its_failures_in_its_block_store(tmp_path):
     store = artifacts.BlockStore(str(tmp_path / "blocks"))
     suite = FakeSuite(ops=("sin", "wrong"))
