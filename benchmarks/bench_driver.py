@@ -68,7 +68,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.loopback import AUTH, REPO, LoopbackCluster  # noqa: E402
+from benchmarks.loopback import AUTH, REPO, LoopbackCluster, cpu_seconds, stat_fields  # noqa: E402
 from distcheck.storage.run_folder import RECORDS, REPORT  # noqa: E402
 
 
@@ -119,7 +119,9 @@ def run_driver(
             raise RuntimeError(f"distcheck run --ops ({len(ops)} ops) exited {child.returncode}: {tail}")
         with open(report) as f:
             cases = len(json.load(f)["cases"])
-    recorded, first, last = watched or (0, (0.0, 0.0), (cpu, cpu))
+    if watched is None:  # never a silent zero: the figure was not read
+        raise RuntimeError(f"the run of {len(ops)} ops ended before its first record and its report were both seen")
+    recorded, first, last = watched
     return cases, cpu, wall, cases - recorded, (last[0] - first[0], last[1] - first[1])
 
 
@@ -128,15 +130,11 @@ def watch_records(child: subprocess.Popen, run: str) -> tuple[int, tuple, tuple]
     seconds): when its run folder ``run`` first holds a record, and when its report is written
     (all records are in); None if it ends before either. Polled every 50 ms (the CPU figures are
     in clock ticks, 10 ms)."""
-    ticks, first = os.sysconf("SC_CLK_TCK"), None
-
-    def seconds(path: str) -> float:
-        with open(path) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
+    first = None
 
     def cpu() -> tuple[float, float]:
-        return seconds(f"/proc/{child.pid}/stat"), seconds(f"/proc/{child.pid}/task/{child.pid}/stat")
+        process, main = f"/proc/{child.pid}/stat", f"/proc/{child.pid}/task/{child.pid}/stat"
+        return cpu_seconds(stat_fields(process)), cpu_seconds(stat_fields(main))
 
     while child.poll() is None:
         try:

@@ -59,10 +59,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks import memory_probe  # noqa: E402
-from benchmarks.loopback import proc_entries  # noqa: E402
+from benchmarks.loopback import cpu_seconds, proc_entries  # noqa: E402
 from distcheck.runner.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 KINDS = (  # (what a process's command line contains, its kind), the first match wins; old code's names too
     ("ray::_run_units", "chunk tasks"),
     ("ray::_run_job", "block jobs"),
@@ -122,7 +121,7 @@ def _status_kb(pid: int) -> tuple[int, int]:
 def _table() -> dict[int, tuple[int, float, str]]:
     """Every process: pid -> (parent pid, CPU seconds, command line)."""
     return {
-        pid: (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, command.replace("\0", " "))
+        pid: (int(fields[1]), cpu_seconds(fields), command.replace("\0", " "))
         for pid, fields, command in proc_entries()
     }
 

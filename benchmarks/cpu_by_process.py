@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.loopback import proc_entries  # noqa: E402
+from benchmarks.loopback import cpu_seconds, proc_entries  # noqa: E402
 
 # (what a process's command line contains, the kind it is counted as), the first match wins
 KINDS = (
@@ -63,16 +63,16 @@ def kind(command_line: str, pid: int, driver: int, parents: dict[int, int]) -> s
     return OTHER
 
 
-def sample(into: dict[int, tuple[str, float, int]], tick: float) -> None:
+def sample(into: dict[int, tuple[str, float, int]]) -> None:
     """Every process's ``(command line, CPU seconds so far, parent pid)``, by pid."""
     for pid, fields, command in proc_entries():
-        into[pid] = (command.replace("\0", " ").strip(), (int(fields[11]) + int(fields[12])) / tick, int(fields[1]))
+        into[pid] = (command.replace("\0", " ").strip(), cpu_seconds(fields), int(fields[1]))
 
 
 def snapshot() -> dict[int, tuple[str, float, int]]:
     """:func:`sample` of every process now."""
     now: dict[int, tuple[str, float, int]] = {}
-    sample(now, os.sysconf("SC_CLK_TCK"))
+    sample(now)
     return now
 
 
@@ -107,13 +107,13 @@ class Sampler:
         return self
 
     def _run(self) -> None:
-        tick, begin = os.sysconf("SC_CLK_TCK"), time.thread_time()
+        begin = time.thread_time()
         while True:
-            sample(self.seen, tick)
+            sample(self.seen)
             self.own_cpu = time.thread_time() - begin
             if self._stop.wait(self.every):
                 break
-        sample(self.seen, tick)
+        sample(self.seen)
         self.own_cpu = time.thread_time() - begin
 
     def stop(self, driver: int) -> collections.Counter:

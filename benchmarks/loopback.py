@@ -41,6 +41,20 @@ def ray_command() -> str:
     return beside if os.path.exists(beside) else "ray"
 
 
+TICK = os.sysconf("SC_CLK_TCK")  # /proc's CPU figures are in clock ticks
+
+
+def stat_fields(path: str) -> list[str]:
+    """The fields of a ``/proc`` stat file (a process's or a thread's) after the command name."""
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(fields: list[str]) -> float:
+    """User and system CPU seconds of :func:`stat_fields`."""
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def proc_entries():
     """Every process of this machine, from ``/proc``: ``(pid, the fields of its stat after the
     command name, its command line with NULs)``; one that ends meanwhile is left out."""
@@ -48,8 +62,7 @@ def proc_entries():
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = stat_fields(f"/proc/{entry}/stat")
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 command = f.read().decode(errors="replace")
         except OSError:
