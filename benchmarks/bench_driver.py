@@ -224,12 +224,12 @@ def runner_reports(cases: int, group: int = 32) -> tuple[list, list[bytes]]:
     report a runner sends for each (it starts the group, lists it and runs it whole)."""
     import pickle
 
+    from distcheck.case.run import Outcome, to_record
     from distcheck.records.case_record import RecordBatch
-    from distcheck.runner.batches import CaseList
-    from distcheck.runner.case import Outcome, to_record
     from distcheck.runner.messages import Finished, Listed, Started
     from distcheck.runner.policy import Item
     from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
+    from distcheck.suites.case_list import CaseList
 
     groups, reports = [], []
     for g in range(cases // group):
@@ -331,8 +331,8 @@ def message_runs(cluster: LoopbackCluster, repeat: int, reports: int = 400) -> N
     os.environ.update(AUTH)
     import ray
 
+    from distcheck import hash_seed
     from distcheck.executors.ray_executor import ensure_ray
-    from distcheck.runner import hash_seed
 
     ensure_ray(cluster.address, {"env_vars": dict(hash_seed.ENV)})
 
@@ -380,8 +380,8 @@ def replay_main(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
 
 def replay_runs(cluster: LoopbackCluster, sizes: list[int], walls: list[float], repeat: int = 1) -> None:
     os.environ.update(AUTH)
+    from distcheck import hash_seed
     from distcheck.executors.ray_executor import ensure_ray
-    from distcheck.runner import hash_seed
 
     begin, before = time.perf_counter(), self_cpu()
     ensure_ray(cluster.address, {"env_vars": dict(hash_seed.ENV)})

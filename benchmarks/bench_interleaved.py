@@ -20,14 +20,14 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from distcheck.runner import hash_seed  # noqa: E402
+from distcheck import hash_seed  # noqa: E402
 
 
 def loops(suite, infos, budget):
     """The two loops over ``infos``: torch's gradcheck (as ``bench_suite.py``'s reference
     loop judges a case) and distcheck's case runner (as a runner runs a case)."""
-    from distcheck.runner.case import run_case, to_record
-    from distcheck.runner.judge import judge
+    from distcheck.case.judge import judge
+    from distcheck.case.run import run_case, to_record
     from distcheck.suites.checkers import torch_checker
 
     checker = torch_checker()
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from distcheck.runner.budget import Budget
+    from distcheck.case.budget import Budget
     from distcheck.runner.run import select
     from distcheck.suites import Selection, UsageError, get_suite
 

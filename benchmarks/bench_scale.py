@@ -42,12 +42,13 @@ from benchmarks.loopback import LoopbackCluster  # noqa: E402
 from benchmarks.sim import calibration  # noqa: E402
 from benchmarks.sim.model import predict  # noqa: E402
 from benchmarks.sim.workload import from_recording  # noqa: E402
+from distcheck import hash_seed
 from distcheck.executors.ray_executor import ensure_ray  # noqa: E402
 from distcheck.records.case_record import CaseRecord, RecordBatch  # noqa: E402
 from distcheck.records.listener import Listener  # noqa: E402
 from distcheck.records.result import RunResult  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
-from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
+from distcheck.runner import RunOptions, run_suite  # noqa: E402
 from distcheck.suites.base import Selection, UsageError  # noqa: E402
 from distcheck.suites.replay import ReplaySuite, replay_suite  # noqa: E402
 

@@ -60,7 +60,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import memory_probe  # noqa: E402
 from benchmarks.loopback import cpu_seconds, proc_entries  # noqa: E402
-from distcheck.runner.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
+from distcheck.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
 
 KINDS = (  # (what a process's command line contains, its kind), the first match wins; old code's names too
     ("ray::_run_units", "chunk tasks"),

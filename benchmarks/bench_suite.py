@@ -50,14 +50,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ray  # noqa: E402
 import torch  # noqa: E402
 
+from distcheck import hash_seed
+from distcheck.case.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
+from distcheck.case.first_failure import Stops  # noqa: E402
+from distcheck.case.judge import judge  # noqa: E402
 from distcheck.executors.ray_executor import ensure_ray, local_cpus  # noqa: E402
 from distcheck.records.case_record import CaseRecord  # noqa: E402
 from distcheck.reports import json_report  # noqa: E402
 from distcheck.reports.console import ConsoleProgress, summary  # noqa: E402
-from distcheck.runner import RunOptions, hash_seed, run_suite  # noqa: E402
-from distcheck.runner.budget import SKIP, Budget, default_max_jacobian_mb, estimate, has_slow_calls  # noqa: E402
-from distcheck.runner.first_failure import Stops  # noqa: E402
-from distcheck.runner.judge import judge  # noqa: E402
+from distcheck.runner import RunOptions, run_suite  # noqa: E402
 from distcheck.runner.run import select  # noqa: E402
 from distcheck.suites import Selection, UsageError, get_suite  # noqa: E402
 from distcheck.suites.checkers import torch_checker  # noqa: E402
@@ -304,7 +305,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main() -> int:
-    if not hash_seed.is_fixed():  # every process of a run hashes strings alike (see runner.hash_seed)
+    if not hash_seed.is_fixed():  # every process of a run hashes strings alike (see distcheck.hash_seed)
         hash_seed.reexec([os.path.abspath(__file__), *sys.argv[1:]])
     args = parse(sys.argv[1:])
     selection = Selection(

@@ -38,7 +38,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from distcheck.runner import hash_seed  # noqa: E402
+from distcheck import hash_seed  # noqa: E402
 
 OPS = (  # the issue's examples: ops where batching pays, where it does not (kron, sort), where it cannot (ctc_loss)
     "cumsum,fft.fft2,cdist,kron,sort,nn.functional.max_pool2d,max_pool2d_with_indices_backward,"
@@ -94,8 +94,8 @@ def load() -> str:
 def checkers(counts):
     """torch's checker, and distcheck's on this process with and without batching (the batched
     one adds each check's counts to ``counts``), as a run's cases are judged."""
+    from distcheck.case.judge import distcheck_checker
     from distcheck.executors.serial import SerialExecutor
-    from distcheck.runner.judge import distcheck_checker
     from distcheck.suites.checkers import torch_checker
 
     serial = SerialExecutor()
@@ -110,8 +110,8 @@ def timed(suite, info, checker, budget) -> tuple[str, float, bool]:
     """The case's verdict under ``checker``, the seconds its checks took (not its build), and
     whether the case is expected to fail (judged by distcheck, a case that passes is then
     checked again by torch's gradcheck: the suite's path, not the checks')."""
-    from distcheck.runner.budget import SKIP, estimate, has_slow_calls
-    from distcheck.runner.judge import judge
+    from distcheck.case.budget import SKIP, estimate, has_slow_calls
+    from distcheck.case.judge import judge
 
     built = suite.build(info.id)
     if has_slow_calls(built):
@@ -141,8 +141,8 @@ def run_sides(args, sides: tuple[str, ...]) -> dict:
     import torch
 
     from distcheck import BatchCounts
-    from distcheck.runner.budget import Budget, default_max_jacobian_mb
-    from distcheck.runner.first_failure import Stops
+    from distcheck.case.budget import Budget, default_max_jacobian_mb
+    from distcheck.case.first_failure import Stops
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")

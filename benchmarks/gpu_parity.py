@@ -25,7 +25,7 @@ def parity(report_path: str, seconds: float | None = None) -> int:
     as a count, never as the same)."""
     import torch
 
-    from distcheck.runner.judge import judge
+    from distcheck.case.judge import judge
     from distcheck.suites import CaseId, get_suite
     from distcheck.suites.checkers import torch_checker
 

@@ -1,5 +1,5 @@
 """How much memory one piece of a run takes in the process that runs it: the runner's probe
-hook (:mod:`distcheck.runner.probe`) for ``benchmarks/bench_split.py --whole-suite``, which sets
+hook (:mod:`distcheck.case.probe`) for ``benchmarks/bench_split.py --whole-suite``, which sets
 ``$DISTCHECK_PROBE`` to :data:`SPEC` and ``$DISTCHECK_MEMORY_PROBE`` to a folder.
 
 Each piece — a case a runner checks whole (from its rebuild to its verdict or its
@@ -226,7 +226,7 @@ def read(folder: str) -> list[dict]:
 
 
 class MemoryProbe:
-    """The runner's probe (:class:`distcheck.runner.probe.Probe`): :func:`probe` and :func:`waiting`."""
+    """The runner's probe (:class:`distcheck.case.probe.Probe`): :func:`probe` and :func:`waiting`."""
 
     piece = staticmethod(probe)
     waiting = staticmethod(waiting)

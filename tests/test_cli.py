@@ -148,7 +148,7 @@ def test_bad_api_inputs(call, message, tmp_path):
 
 
 def test_a_device_this_machine_lacks_is_refused_before_a_local_ray_starts(monkeypatch, tmp_path, capsys):
-    from distcheck.runner import gpus
+    from distcheck import gpus
     from tests.runner.test_gpus import FakeCuda
 
     monkeypatch.setattr(gpus, "cuda", FakeCuda(count=0))
@@ -277,7 +277,7 @@ def test_list_into_a_closed_pipe():
 
 
 def test_descendants_are_the_processes_this_one_started():
-    from distcheck.runner.signals import descendants
+    from distcheck.cli.signals import descendants
 
     child = subprocess.Popen(["sleep", "30"])
     try:
@@ -288,9 +288,10 @@ def test_descendants_are_the_processes_this_one_started():
 
 
 def test_help_lists_every_command(capsys):
-    """One module per command in distcheck/cli/ (besides what several parse alike and a run's plan):
-    each is listed by ``distcheck --help``."""
-    modules = {p.stem for p in Path(distcheck.cli.__file__).parent.glob("*.py")} - {"__init__", "arguments", "run_plan"}
+    """One module per command in distcheck/cli/ (besides what several parse alike, a run's plan and
+    its signals): each is listed by ``distcheck --help``."""
+    helpers = {"__init__", "arguments", "run_plan", "signals"}
+    modules = {p.stem for p in Path(distcheck.cli.__file__).parent.glob("*.py")} - helpers
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     out = capsys.readouterr().out

@@ -90,7 +90,7 @@ def test_the_package_has_no_import_cycle():
     assert cycles(graph) == []
 
 
-@pytest.mark.parametrize("name", sorted(m for m in modules() if m.startswith("distcheck.runner")))
+@pytest.mark.parametrize("name", sorted(m for m in modules() if m.startswith(("distcheck.runner", "distcheck.case"))))
 def test_every_runner_module_imports(name):
     importlib.import_module(name)
 
@@ -104,12 +104,15 @@ READERS = ("distcheck.reports", "distcheck.history", "distcheck.cli")
         ("distcheck.records", ("distcheck.storage", "distcheck.runner", *READERS)),
         ("distcheck.storage", ("distcheck.runner", *READERS)),
         ("distcheck.runner", READERS),
+        ("distcheck.case", ("distcheck.runner", *READERS)),
+        ("distcheck.suites", ("distcheck.case", "distcheck.runner", *READERS)),
     ],
 )
 def test_what_a_run_says_where_it_is_kept_and_the_runner_lie_below_their_readers(below, above):
     """Records (what a run says) lie below storage (where it is kept), both below the runner
     (which makes them), and all three below the reports, the history and the command line
-    (which read them): no module of a lower layer imports a higher one."""
+    (which read them); one case (its run, budget and verdict) lies below the runner that places
+    it, and the suites below both: no module of a lower layer imports a higher one."""
     upward = {
         (name, target)
         for name, targets in import_graph().items()

@@ -56,8 +56,8 @@ def test_a_record_serializes_and_reads_back_as_the_strings_of_the_last_version()
 def test_a_split_request_never_becomes_a_record():
     import pytest
 
-    from distcheck.runner.budget import Estimate
-    from distcheck.runner.case import Outcome, SplitRequest, to_record
+    from distcheck.case.budget import Estimate
+    from distcheck.case.run import Outcome, SplitRequest, to_record
     from distcheck.suites.base import CaseId, CaseInfo
 
     info = CaseInfo(CaseId("s", "op", "float64", "grad", 0), fingerprint="fp")

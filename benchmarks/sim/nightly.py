@@ -1,6 +1,6 @@
 """The whole slow nightly (all four check kinds) estimated from the slow ``grad`` suite's report,
 when no report of the whole nightly exists. An **estimate**: each recorded grad case is scaled
-per check kind by the cost formulas of ``distcheck/runner/budget.py``, assuming a backward
+per check kind by the cost formulas of ``distcheck/case/budget.py``, assuming a backward
 pass costs an evaluation (e), for a case of c input and r output elements:
 
 - grad: 2c·e (central differences) + 2r·e (two backward passes per output element) = 2e(c + r);
@@ -12,7 +12,7 @@ pass costs an evaluation (e), for a case of c input and r output elements:
 
 A case without a recorded estimate (an op forced to fast mode) takes the ratios of c = r (3, 1
 and 4). Every op is assumed to run every check kind (PyTorch skips forward AD for ops without
-it): an overestimate. As on a Ray cluster (``runner/budget.py``): a scaled case above the split
+it): an overestimate. As on a Ray cluster (``case/budget.py``): a scaled case above the split
 threshold with more than one column splits whatever its Jacobians' size (compared block by block
 on the workers), and so does a shorter one that checked in one process would exceed the block
 budget (``distcheck.plan.comparisons.serial_bytes``), unless they

@@ -24,10 +24,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from distcheck import hash_seed
 from distcheck.cli import compare, history, report, repro, run
 from distcheck.cli import list as listing
 from distcheck.cli.arguments import USAGE_ERROR, Parser
-from distcheck.runner import hash_seed
 from distcheck.suites import UsageError
 
 COMMANDS = (run, listing, compare, repro, report, history)
@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line. Started as a command (no ``argv``), it first makes sure that it runs
-    with the run's string-hash seed, re-executing itself if needed (see ``runner.hash_seed``)."""
+    with the run's string-hash seed, re-executing itself if needed (see ``distcheck.hash_seed``)."""
     if argv is None:
         if not hash_seed.is_fixed():
             hash_seed.reexec(["-m", "distcheck", *sys.argv[1:]])

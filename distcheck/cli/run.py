@@ -1,5 +1,5 @@
 """``distcheck run``: run a suite's checks, recorded in a run folder; ``--resume`` finishes an
-interrupted run. Signals are handled by ``runner.signals``, the plan of a resumed run made by
+interrupted run. Signals are handled by ``cli.signals``, the plan of a resumed run made by
 :mod:`distcheck.cli.run_plan`."""
 
 from __future__ import annotations
@@ -130,11 +130,11 @@ def add_parser(commands) -> None:
 
 
 def execute(args: argparse.Namespace, argv: list[str]) -> int:
+    from distcheck.cli.signals import StopOnSignal
     from distcheck.records.listener import Listeners
     from distcheck.reports import console, json_report
     from distcheck.reports.load import LoadedRun
     from distcheck.runner.run import run_suite
-    from distcheck.runner.signals import StopOnSignal
     from distcheck.storage import location
     from distcheck.storage.blocks import BlockStore
     from distcheck.storage.run_folder import REPORT
@@ -219,7 +219,7 @@ def _check_local_device(plan) -> None:
     """A local Ray has this machine's devices: one it lacks is refused before Ray starts (a
     cluster's are known once joined)."""
     from distcheck.executors.ray_settings import resolve_address
-    from distcheck.runner.gpus import check_local
+    from distcheck.gpus import check_local
 
     if not plan.options.serial and resolve_address(plan.options.address) is None:
         check_local(getattr(plan.suite, "device", "cpu"))

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from distcheck.gpus import check_local, check_ray_device
 from distcheck.records.case_record import CaseRecord
-from distcheck.runner.gpus import check_local, check_ray_device
 from distcheck.runner.options import RunOptions
 from distcheck.storage.run_folder import (
     RunWriter,

@@ -39,7 +39,7 @@ def serial_bytes(jacobians: float) -> float:
     ``jacobians`` (its numerical and analytical Jacobians' bytes): the numerical Jacobian, the
     analytical one (computed twice for ``nondet_tol``, one run held) and what their batches hold
     while they run — taken as 1.5 times ``jacobians``. Above the block budget a case is split
-    (``distcheck/runner/budget.py``)."""
+    (``distcheck/case/budget.py``)."""
     return 1.5 * jacobians
 
 

@@ -1,5 +1,4 @@
-"""The suite runner: a suite's cases run serially or by runners on Ray, a record per case (see
-docs/architecture.md for the path of one case)."""
+"""The suite runner: a suite's cases run serially or by runners on Ray, a record per case (docs/architecture.md)."""
 
 from distcheck.runner.options import RunOptions
 from distcheck.runner.run import run_suite

@@ -9,23 +9,21 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from distcheck.case.first_failure import Chains
 from distcheck.kinds import Status
 from distcheck.records.case_record import CaseRecord, RecordBatch
 from distcheck.records.listener import Listener
 from distcheck.records.record_list import RecordList
-from distcheck.runner.batches import CaseList
-from distcheck.runner.first_failure import Chains
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo
+from distcheck.suites.case_list import CaseList
 
 
 class Collector:
-    """The run's :class:`Sink`: records from any thread, in enumeration order at the end (groups
-    in the order enumerated, each group's cases in the order listed; a case recorded twice: its
-    last record). Records arrive in batches, kept as they came (no object per case: see
-    :class:`RecordBatch`). ``recorded``: the records of a resumed run (their
-    cases are not dispatched); ``hold``: bad records wait for reruns instead of going to the
-    listener; ``expected``: whether a case's test is expected to fail (the suite's
-    ``expected_to_fail``; None: no test is), for :class:`~.first_failure.Chains`."""
+    """The run's :class:`Sink`: record batches from any thread, kept as they came, in enumeration
+    order at the end (groups as enumerated, their cases as listed; a case recorded twice: its last
+    record). ``recorded``: a resumed run's records (not dispatched); ``hold``: bad records wait
+    for reruns; ``expected``: whether a case's test is expected to fail (the suite's
+    ``expected_to_fail``; None: none is), for :class:`~distcheck.case.first_failure.Chains`."""
 
     def __init__(
         self,

@@ -14,13 +14,7 @@ from dataclasses import dataclass, replace
 from distcheck.kinds import DeathKind
 from distcheck.records.case_record import ERROR, CaseRecord
 
-NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = (
-    DeathKind.NODE_LOST,
-    DeathKind.OUT_OF_MEMORY,
-    DeathKind.CRASHED,
-    DeathKind.CANCELLED,
-    DeathKind.OTHER,
-)
+NODE_LOST, OUT_OF_MEMORY, CRASHED, CANCELLED, OTHER = DeathKind  # its members, in their order
 MAX_NODE_LOSSES = 3  # per case, then it is reported error
 
 _KINDS = {

@@ -1,20 +1,15 @@
 """The default :class:`~distcheck.runner.policy.WorkPolicy` (``--policy default``): the longest
-work first, small pieces at the end. It hands out, in this order:
+work first, small pieces at the end. In this order: (1) work resubmitted after a timeout or a
+lost worker (started long ago); (2) **costly cases**, one per item, heaviest first (a case to
+split is found early); (3) **groups** to list (longest first with durations): their lister runs
+the **head** — every runnable case that is not costly if they make at most ``GROUP_HEAD``
+batches, else the first batch — and puts the rest back; (4) **listed cases** in batches of one
+group's consecutive cases (``FAST_BATCH`` / ``SLOW_BATCH``, or ``batch_size``).
 
-1. work resubmitted after a timeout or a lost worker (first: it was started long ago);
-2. **costly cases**, one per item, heaviest first (the longest work starts early, and a case
-   to split is found early);
-3. **groups** to list (an op in a dtype; with durations the driver puts them longest first):
-   the runner that lists one runs its **head** — every runnable case that is not costly if
-   they make at most ``GROUP_HEAD`` batches, else the first batch — and puts the rest back;
-4. **listed cases** in batches of consecutive cases of one group (``FAST_BATCH`` / ``SLOW_BATCH``
-   cases, or the run's ``batch_size``; short batches fill the end).
-
-With a previous run's durations (``--durations``), a case is costly by its recorded seconds, and
-batches (and a lister's head) hold 1/(``GUIDE`` × workers) of the recorded work not handed out
-yet, at least ``MIN_BATCH_SECONDS`` and at most ``GUIDE`` × the batch size: guided
-self-scheduling, so that the last pieces are small and the workers finish together. Without
-them, a slow-mode case is costly by its cost hint (``COSTLY`` input elements).
+With a previous run's durations (``--durations``) a case is costly by its recorded seconds, and
+a batch (or head) holds 1/(``GUIDE`` × workers) of the recorded work not handed out, between
+``MIN_BATCH_SECONDS`` and ``GUIDE`` × the batch size: guided self-scheduling, so that the
+workers finish together. Without them a slow-mode case is costly by its cost hint (``COSTLY``).
 """
 
 from __future__ import annotations

@@ -15,11 +15,12 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from distcheck import hash_seed
 from distcheck.executors.ray_executor import WARM_TIMEOUT, cluster_cpus, cluster_gpus, ensure_ray
+from distcheck.gpus import is_cuda, placement, ray_runners
 from distcheck.records.case_record import RecordBatch
-from distcheck.runner import hash_seed, messages
+from distcheck.runner import messages
 from distcheck.runner.deaths import classify
-from distcheck.runner.gpus import is_cuda, placement, ray_runners
 from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.policy import load_policy
 from distcheck.runner.pool import Runners, group_error
@@ -152,9 +153,8 @@ class Dispatch:
             self.queue.close.remote()
 
     def receive(self) -> None:
-        """Handle the messages that arrived: with many runners, what arrived within :data:`POLL`
-        in one round (the rounds stay few); with a few, each as it arrives (a split case's
-        verdict, or the run's end, is not held up)."""
+        """Handle the messages that arrived: with many runners, what arrived within :data:`POLL` in
+        one round; with a few, each as it arrives (a split verdict, or the end, is not held up)."""
         pending = [*self.runners.by_generator, *self.splits.running]
         if not pending:
             time.sleep(0.05)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from distcheck.case.run import SplitRequest
     from distcheck.records.case_record import CaseRecord, RecordBatch
-    from distcheck.runner.batches import CaseList
-    from distcheck.runner.case import SplitRequest
     from distcheck.runner.policy import Item
+    from distcheck.suites.case_list import CaseList
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from distcheck.runner.budget import Budget, default_max_jacobian_mb
-from distcheck.runner.gpus import is_cuda
+from distcheck.case.budget import Budget, default_max_jacobian_mb
+from distcheck.gpus import is_cuda
 from distcheck.storage.blocks import BlockStore
 from distcheck.storage.durations import Durations
 from distcheck.suites.base import Selection, Suite, UsageError
@@ -36,21 +36,16 @@ RECORDED = (
 @dataclass(frozen=True)
 class RunOptions:
     """How to run: ``serial`` in this process, else on Ray (``address``: see ``ensure_ray``);
-    ``timeout`` per case in seconds (None: none); ``max_jacobian_mb``: memory budget of a
-    slow-mode case (None: a quarter of this machine's RAM); ``max_cases``: the first N cases
-    only; ``split_seconds``: on Ray, a case estimated above this much work runs in Jacobian
-    chunks over every worker, if its Jacobians take at most ``split_max_mb`` (larger ones cost
-    mostly whole-Jacobian work that one process does anyway); ``policy``: on Ray, the order of
-    the work (a name or ``MODULE:CLASS``, see :mod:`.policy`; a serial run goes in enumeration
-    order); ``batch_size``: cases per batch of listed cases (None: the policy's, by mode);
-    ``durations``: recorded seconds per case (a previous run's), to dispatch the longest work
-    first; ``reruns``: runs of a failing, erroring or timed-out case after the first (see
-    :mod:`.reruns`); ``gpus_per_runner``: on Ray, the GPUs each runner (and each chunk of a split
-    case) asks for when the suite's device is a GPU (0.25: four runners share a GPU; see
-    :mod:`.gpus`); ``block_mb``: the most Jacobian megabytes one process holds for a comparison
-    (None: ``$DISTCHECK_BLOCK_MB`` where the case runs, else 64); ``vectorize``: the checks
-    batch their slow-mode Jacobians where it pays (the checks' ``vectorize=``; False: element by
-    element, as torch)."""
+    ``timeout`` per case in seconds (None: none); ``max_jacobian_mb``: a slow-mode case's memory
+    budget (None: a quarter of the RAM); ``max_cases``: the first N cases only; on Ray, a case
+    estimated above ``split_seconds`` of work runs in Jacobian chunks over every worker if its
+    Jacobians take at most ``split_max_mb``; ``policy``: on Ray, the work's order (a name or
+    ``MODULE:CLASS``, :mod:`.policy`); ``batch_size``: cases per batch (None: the policy's);
+    ``durations``: a previous run's seconds per case, longest first; ``reruns``: runs of a bad
+    case after the first (:mod:`.reruns`); ``gpus_per_runner``: on a GPU suite, each runner's
+    and chunk's GPUs (:mod:`distcheck.gpus`); ``block_mb``: the most Jacobian megabytes a process
+    holds for a comparison (None: ``$DISTCHECK_BLOCK_MB`` where the case runs, else 64);
+    ``vectorize``: the checks' ``vectorize=`` (False: element by element, as torch)."""
 
     serial: bool = False
     address: str | None = None

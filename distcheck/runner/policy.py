@@ -1,13 +1,10 @@
-"""The scheduling seam: a :class:`WorkPolicy` decides in which order, and in which pieces, a Ray
-dispatch hands out its work; everything else about the work (who holds what, what a lost runner
-took, when all is done) is the queue's (:class:`~distcheck.runner.work_queue.WorkQueue`).
-
-A policy is found by name (``distcheck run --policy``, ``RunOptions.policy``): a built-in one
-(``default``: :mod:`.default_policy`), an entry point of group ``distcheck.policies``, or
-``MODULE:NAME``. It is called with the run's :class:`~distcheck.runner.options.RunConfig` once
-per dispatch, on the driver, then travels to the queue's actor (it must pickle); the simulator
-(``benchmarks/sim/``) drives the same objects. A policy that fails to load is a
-:class:`PolicyLoadError`, one line, before anything runs.
+"""The scheduling seam: a :class:`WorkPolicy` decides the order and pieces of a Ray dispatch's
+work; who holds what, what a lost runner took and when all is done are the queue's
+(:class:`~distcheck.runner.work_queue.WorkQueue`). A policy is found by name (``--policy``): a
+built-in one (``default``: :mod:`.default_policy`), an entry point of group
+``distcheck.policies``, or ``MODULE:NAME``; made of the run's
+:class:`~distcheck.runner.options.RunConfig` on the driver, it travels to the queue's actor (it
+must pickle). One that fails to load is a :class:`PolicyLoadError`, before anything runs.
 """
 
 from __future__ import annotations
@@ -18,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from distcheck.runner.batches import CaseList
 from distcheck.runner.options import DEFAULT, RunConfig
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo, UsageError
+from distcheck.suites.case_list import CaseList
 
 ENTRY_POINT_GROUP = "distcheck.policies"
 BUILT_IN = {DEFAULT: "distcheck.runner.default_policy:DefaultPolicy"}
@@ -29,7 +26,7 @@ BUILT_IN = {DEFAULT: "distcheck.runner.default_policy:DefaultPolicy"}
 @dataclass(frozen=True)
 class Item:
     """One piece of work for a runner: a group to list, or a batch of listed cases (a
-    :class:`~distcheck.runner.batches.CaseList`: the driver, to which a runner tells the item it
+    :class:`~distcheck.suites.case_list.CaseList`: the driver, to which a runner tells the item it
     starts, does not unpickle them). ``head``: of a group, which listed cases its lister runs
     (see :meth:`divide`); ``careful``: a careful item reports after every case, and its lister
     runs all of the group. A policy makes items without an ``id``: the queue gives each one as

@@ -1,8 +1,7 @@
 """A dispatch's runners, on the driver (:class:`Runners`): one per worker, started before the
 first item and replaced when lost; what each is doing, as its reports say (:class:`Runner`);
-and what a lost or timed-out runner leaves, case by case (docs/architecture.md, "Timeouts and
-lost runners": a case is blamed only when the runner cannot have been anywhere else).
-"""
+what a lost or timed-out runner leaves, case by case: a case is blamed only when the runner
+cannot have been anywhere else (docs/architecture.md, "Timeouts and lost runners")."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from dataclasses import dataclass
 
 import ray
 
+from distcheck.case.run import timeout_record
 from distcheck.records.case_record import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.batches import CaseList
-from distcheck.runner.case import timeout_record
 from distcheck.runner.deaths import NODE_LOST, Deaths, WorkerDeath
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
@@ -22,6 +20,7 @@ from distcheck.runner.protocols import Sink
 from distcheck.runner.split.chunks import Chunk
 from distcheck.runner.worker import careful, runner
 from distcheck.suites.base import CaseId, CaseInfo, GroupInfo
+from distcheck.suites.case_list import CaseList
 
 
 @dataclass

@@ -1,9 +1,8 @@
 """A run: enumerate a suite's work, dispatch it (serially or on Ray), collect a record per case
-as it finishes, and hand the records to a listener (progress, run folder, reports). Groups are
-listed where their cases run; a suite without groups, a ``max_cases`` run and a resumed run
-(whose recorded cases are not dispatched again) are enumerated case by case on the driver.
-Bad cases are held for reruns (:mod:`.reruns`); setting ``stop`` (or :class:`Interrupted`
-raised into a case in this thread) ends the run early, incomplete.
+and hand them to a listener (progress, run folder, reports). Groups are listed where their cases
+run; a suite without groups, a ``max_cases`` run and a resumed one are enumerated case by case
+on the driver. Bad cases are held for reruns (:mod:`.reruns`); ``stop`` (or
+:class:`Interrupted` raised into a case in this thread) ends the run early, incomplete.
 """
 
 from __future__ import annotations
@@ -14,11 +13,11 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
+from distcheck.gpus import check_gpus_per_runner, check_local
 from distcheck.records.case_record import CaseRecord
 from distcheck.records.listener import Listener
 from distcheck.records.result import RunResult
 from distcheck.runner.collector import Collector
-from distcheck.runner.gpus import check_gpus_per_runner, check_local
 from distcheck.runner.options import RunConfig, RunOptions
 from distcheck.runner.protocols import Dispatcher, Interrupted
 from distcheck.runner.reruns import rerun

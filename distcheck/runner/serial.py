@@ -1,10 +1,8 @@
-"""Serial dispatch: every case in this process, one after the other, in enumeration order.
-
-Budgets apply as on Ray (an over-budget slow-mode case is skipped); nothing is split.
-Timeouts are best effort: a SIGALRM timer interrupts the case at the next Python instruction
-(gradcheck's loops are Python, so this is quick), but a single C call that never returns
-cannot be interrupted in-process — use Ray for hard timeouts. The timer needs the main thread
-of a POSIX process; elsewhere cases run without timeout. No case starts once ``stop`` is set.
+"""Serial dispatch: every case in this process, in enumeration order. Budgets apply as on Ray
+(an over-budget slow-mode case is skipped); nothing is split. Timeouts are best effort: a
+SIGALRM timer (the main thread of a POSIX process; elsewhere none) interrupts the case at its
+next Python instruction, never inside a C call that does not return — use Ray for hard
+timeouts. No case starts once ``stop`` is set.
 """
 
 from __future__ import annotations
@@ -16,9 +14,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from distcheck.case.first_failure import Stops
+from distcheck.case.run import recorded, run_case, timeout_record
 from distcheck.records.case_record import RecordBatch
-from distcheck.runner.case import recorded, run_case, timeout_record
-from distcheck.runner.first_failure import Stops
 from distcheck.suites.base import RUN, CaseInfo, GroupInfo
 
 if TYPE_CHECKING:

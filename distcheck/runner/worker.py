@@ -1,11 +1,9 @@
-"""What runs on the workers of a Ray dispatch. A **runner** (:func:`runner`, one per worker) is
-a Ray generator that takes items from the work queue until there are none and yields reports
-(lists of :mod:`.messages`): every ``report_every`` seconds of work, and at once when it runs
-out of work, starts work after being idle or finds a case to split. A split case's chunk goes
-apart: :class:`~.messages.ChunkDone`, then the chunk's result. A **careful task**
-(:func:`careful`) runs one item, reporting after every case, each report received by the
-driver before the next case starts (a case that kills its worker cannot take the previous
-report down with it).
+"""What runs on the workers of a Ray dispatch. A **runner** (:func:`runner`, one per worker), a
+Ray generator, takes items from the work queue until there are none and yields reports (lists
+of :mod:`.messages`) every ``report_every`` seconds of work, and at once when it runs out of
+work, starts after being idle or finds a case to split; a chunk goes apart (``ChunkDone``, then
+its result). A **careful task** (:func:`careful`) runs one item, each case's report received
+before the next case starts (a case that kills its worker keeps the others').
 """
 
 from __future__ import annotations
@@ -15,15 +13,15 @@ from collections.abc import Callable, Iterator
 
 import ray
 
+from distcheck.case.first_failure import Stops
+from distcheck.case.run import Outcome, SplitRequest, prepare, recorded, run_case
 from distcheck.records.case_record import CaseRecord, RecordBatch
-from distcheck.runner.batches import CaseList
-from distcheck.runner.case import Outcome, SplitRequest, prepare, recorded, run_case
-from distcheck.runner.first_failure import Stops
 from distcheck.runner.messages import ChunkDone, ChunkStarted, Finished, Idle, Listed, Ready, Soon, Started, Unlisted
 from distcheck.runner.options import RunConfig
 from distcheck.runner.policy import Item
 from distcheck.runner.split.chunks import Chunk, run_chunk
 from distcheck.suites.base import CaseInfo
+from distcheck.suites.case_list import CaseList
 
 IDLE_WAIT = (0.02, 0.5)  # a runner that finds no work asks again after this long, doubling
 SPLIT_WAIT = 0.1  # at most this long while split cases run (their chunks wait for a runner that asks)

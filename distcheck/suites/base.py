@@ -350,7 +350,7 @@ def on_device(suite: Suite, device: str) -> Suite:
 def expected_to_fail(suite: Suite) -> Callable[[CaseId], bool] | None:
     """The suite's ``expected_to_fail(case)``: whether a runnable case is a sample of a test
     expected to fail, which stops at its first failing sample as PyTorch's test does (see
-    :mod:`distcheck.runner.first_failure`); None for a suite that runs no such test."""
+    :mod:`distcheck.case.first_failure`); None for a suite that runs no such test."""
     return getattr(suite, "expected_to_fail", None)
 
 

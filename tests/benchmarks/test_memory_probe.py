@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from benchmarks import memory_probe
-from distcheck.runner import RunOptions, probe, run_suite
+from distcheck.case import probe
+from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.split.coordinator import Inbox
 from distcheck.suites import Selection
 from tests.runner.fake_suite import FakeSuite

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
+from distcheck.case.judge import distcheck_checker, judge
 from distcheck.cli import main
 from distcheck.executors.serial import SerialExecutor
 from distcheck.reports import repro
-from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import CaseId, get_suite
 
 

@@ -11,19 +11,19 @@ from collections import Counter
 
 import pytest
 
+from distcheck.case.budget import Estimate
+from distcheck.case.run import Outcome, to_record
 from distcheck.records import case_record as records_module
 from distcheck.records.case_record import BAD, CaseRecord, RecordBatch
 from distcheck.records.listener import Listener
 from distcheck.records.record_list import RecordList
 from distcheck.records.result import RunResult
 from distcheck.reports import json_report
-from distcheck.runner.batches import CaseList
-from distcheck.runner.budget import Estimate
-from distcheck.runner.case import Outcome, to_record
 from distcheck.runner.collector import Collector
 from distcheck.storage.run_folder import RECORDS, RunWriter
 from distcheck.suites import base
 from distcheck.suites.base import RUN, SKIPPED, CaseId, CaseInfo, GroupInfo
+from distcheck.suites.case_list import CaseList
 
 
 def _info(op: str, sample: int, status: str = RUN) -> CaseInfo:

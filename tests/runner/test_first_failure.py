@@ -7,11 +7,11 @@ import itertools
 
 import pytest
 
+from distcheck.case.first_failure import Stops
 from distcheck.records.case_record import PASS, SKIPPED, XFAIL, XPASS, CaseRecord, RecordBatch
 from distcheck.records.listener import Listener
 from distcheck.runner import RunOptions, run_suite
 from distcheck.runner.collector import Collector
-from distcheck.runner.first_failure import Stops
 from distcheck.suites.base import RUN, CaseId, CaseInfo, GroupInfo, Selection, group_of
 from tests.runner.fake_suite import FakeSuite, UngroupedFakeSuite
 

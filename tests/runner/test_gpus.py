@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from distcheck import cli
+from distcheck import gpus as gpus_module
+from distcheck.gpus import check_gpus_per_runner, check_local, out_of_memory, placement, ray_runners
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner import gpus as gpus_module
-from distcheck.runner.gpus import check_gpus_per_runner, check_local, out_of_memory, placement, ray_runners
 from distcheck.suites.base import Selection, UsageError
 from tests.runner.gpu_suite import GpuSuite
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from distcheck.runner import hash_seed
+from distcheck import hash_seed
 
 
 def test_reexec_fixes_the_seed():
     code = (
-        "import os; from distcheck.runner import hash_seed; "
+        "import os; from distcheck import hash_seed; "
         "hash_seed.is_fixed() or hash_seed.reexec(['-c', \"import os; print(os.environ['PYTHONHASHSEED'])\"])"
     )
     out = subprocess.run(

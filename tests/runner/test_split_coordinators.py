@@ -12,8 +12,8 @@ import pytest
 import ray
 
 from distcheck.executors.ray_executor import RayExecutor
+from distcheck.hash_seed import task_runtime_env
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.hash_seed import task_runtime_env
 from distcheck.runner.messages import Begun, Decided
 from distcheck.runner.options import RunConfig
 from distcheck.runner.split import coordinator

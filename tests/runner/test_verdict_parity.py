@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from distcheck.case.judge import distcheck_checker, judge
 from distcheck.executors.serial import SerialExecutor
-from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import CaseId, Selection, get_suite
 from distcheck.suites.checkers import torch_checker
 

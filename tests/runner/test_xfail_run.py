@@ -7,13 +7,13 @@ import io
 
 import torch
 
+from distcheck.case.judge import distcheck_checker, judge
 from distcheck.executors.serial import SerialExecutor
 from distcheck.records.case_record import PASS, XFAIL, XPASS, CaseRecord
 from distcheck.records.record_list import RecordList
 from distcheck.records.result import RunResult
 from distcheck.reports import junit
 from distcheck.reports.console import summary
-from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites.base import BuiltCase, CaseId, CheckCall
 from distcheck.suites.checkers import Checker
 

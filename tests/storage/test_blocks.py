@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distcheck.case.run import Outcome, recorded, to_record
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.case import Outcome, recorded, to_record
 from distcheck.storage import blocks as artifacts
 from distcheck.suites import CaseInfo, Selection
 from tests.reports.runs import blocks, case
@@ -57,7 +57,7 @@ def test_a_record_names_its_blocks_only_in_a_run_that_keeps_them():
 
 
 def test_blocks_that_cannot_be_encoded_cost_the_record_its_blocks_not_its_verdict(monkeypatch):
-    import distcheck.runner.case as case_module
+    import distcheck.case.run as case_module
 
     def fails(blocks):
         raise MemoryError("no room for the blocks")

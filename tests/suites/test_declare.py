@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 import torch
 
+from distcheck.case.judge import distcheck_checker
 from distcheck.executors import SerialExecutor
-from distcheck.runner.judge import distcheck_checker
 from distcheck.suites import CaseId, Selection, UsageError, get_suite
 from distcheck.suites.declare import DeclaredSuite, GroupInfo, Op, declare_suite
 from distcheck.suites.torch_opinfo.calls import check_calls
@@ -131,7 +131,7 @@ def test_the_examples_known_failure_fails():
     assert ste.status == "xfail" and "straight-through" in ste.reason
     suite = dataclasses.replace(example.suite, ops=tuple(dataclasses.replace(op, xfail={}) for op in example.ops))
     (case,) = [c for c in suite.cases(GRAD) if c.id.op == "round_ste"]
-    from distcheck.runner.judge import judge
+    from distcheck.case.judge import judge
 
     verdict, message = judge(suite.build(case.id), distcheck_checker(SerialExecutor()))
     assert verdict == "fail" and "Jacobian mismatch" in message

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from distcheck.case.budget import SPLIT, Budget, estimate
+from distcheck.case.run import SplitRequest, run_case
 from distcheck.runner import RunOptions, run_suite
-from distcheck.runner.budget import SPLIT, Budget, estimate
-from distcheck.runner.case import SplitRequest, run_case
 from distcheck.suites import CaseId, Selection, UsageError, replay
 from distcheck.suites.base import GroupInfo
 from distcheck.suites.replay import load, replay_suite, split_shape
@@ -164,8 +164,8 @@ def test_preparing_indexes_the_recording_so_that_a_warm_worker_s_first_case_does
 def test_a_replay_worker_never_imports_torch(report):
     code = (
         "import sys\n"
-        "from distcheck.runner.budget import Budget\n"
-        "from distcheck.runner.case import run_case\n"
+        "from distcheck.case.budget import Budget\n"
+        "from distcheck.case.run import run_case\n"
         "from distcheck.suites.base import CaseId\n"
         "from distcheck.suites.replay import replay_suite\n"
         f"suite = replay_suite({report!r}, scale=0.001)\n"

@@ -17,9 +17,9 @@ torch = pytest.importorskip("torch")
 
 from torch.testing._internal.opinfo.core import SampleInput  # noqa: E402
 
+from distcheck.case.judge import distcheck_checker, judge  # noqa: E402
 from distcheck.engines.tensorplay_engine import to_numpy  # noqa: E402
 from distcheck.executors.serial import SerialExecutor  # noqa: E402
-from distcheck.runner.judge import distcheck_checker, judge  # noqa: E402
 from distcheck.suites import CaseId, Selection, get_suite, suite_names  # noqa: E402
 from distcheck.suites.tensorplay_opinfo import helpers, lookup  # noqa: E402
 from distcheck.suites.tensorplay_opinfo.calls import convert  # noqa: E402

@@ -17,10 +17,10 @@ import torch
 from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
 from torch.testing._internal.common_utils import TestGradients
 
+from distcheck.case.judge import distcheck_checker, judge
 from distcheck.executors.serial import SerialExecutor
 from distcheck.records.case_record import FAIL, PASS, SKIPPED, XFAIL, XPASS
 from distcheck.reports.pytorch_junit import aggregate
-from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import Selection, get_suite
 from distcheck.suites.torch_opinfo.database import op_named
 from distcheck.suites.torch_opinfo.pytorch_names import pytorch_test

@@ -14,10 +14,10 @@ import torch
 from torch.testing._internal.common_utils import TestGradients
 from torch.testing._internal.opinfo.core import SampleInput
 
+from distcheck.case.judge import distcheck_checker, judge
 from distcheck.executors.serial import SerialExecutor
 from distcheck.records.case_record import FAIL, PASS
 from distcheck.reports.pytorch_junit import aggregate
-from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import CaseId, Selection, get_suite
 from distcheck.suites.torch_opinfo import database
 from distcheck.suites.torch_opinfo.calls import FORWARD_AD_UNSUPPORTED, GRADGRAD_UNSUPPORTED

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import ray
 
+from distcheck.case.run import timeout_record
 from distcheck.records.case_record import ERROR, CaseRecord, RecordBatch
-from distcheck.runner.case import timeout_record
 from distcheck.runner.split.chunks import Chunk
 from distcheck.runner.split.coordinator import Coordinators
 from distcheck.suites.base import CaseInfo

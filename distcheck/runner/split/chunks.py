@@ -7,11 +7,11 @@ import collections
 import contextlib
 from dataclasses import dataclass, replace
 
+from distcheck.case import probe
 from distcheck.executors.ray_blocks import run_block_job
 from distcheck.executors.ray_tasks import run_units, worker_subject
 from distcheck.plan.comparisons import BlockJob, JobOutcome
 from distcheck.plan.units import Unit, UnitResult
-from distcheck.runner import probe
 
 CHUNK_TRIES = 4  # runs of a chunk whose runner died each time, at most (a Ray task's 1 + max_retries 3)
 

@@ -16,11 +16,11 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from distcheck.case import probe
+from distcheck.case.run import prepare, recorded, run_case
 from distcheck.executors.ray_executor import WARM_TIMEOUT, RayExecutor, warm_libraries
 from distcheck.plan.comparisons import BlockJob, JobOutcome
 from distcheck.plan.units import Unit, UnitResult
-from distcheck.runner import probe
-from distcheck.runner.case import prepare, recorded, run_case
 from distcheck.runner.messages import Begun, Decided
 from distcheck.runner.split.chunks import Chunk
 from distcheck.suites.base import CaseInfo, Suite
@@ -218,18 +218,17 @@ class Coordinators:
         """The case on an idle coordinator (a new one, that loads ``suite``, if none is idle):
         its generator, see :meth:`Coordinator.run` (``config_ref``: the run's configuration;
         ``where``: its queue, split id and share)."""
-        while self._idle:
-            actor = self._idle.pop()
+        while True:
+            fresh = not self._idle
+            actor = self._new(suite) if fresh else self._idle.pop()
             try:
                 generator = actor.run.remote(config_ref, case, *where)
-            except Exception:  # the idle coordinator is gone (its node, or its cluster): drop it
+            except Exception:  # an idle coordinator gone (its node, or its cluster): dropped
+                if fresh:
+                    raise
                 continue
             self._busy[generator] = actor
             return generator
-        actor = self._new(suite)
-        generator = actor.run.remote(config_ref, case, *where)
-        self._busy[generator] = actor
-        return generator
 
     def actor(self, generator: ray.ObjectRefGenerator):
         """The coordinator running the case of ``generator`` (None: it ended)."""

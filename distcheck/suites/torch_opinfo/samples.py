@@ -6,7 +6,7 @@ calling it, if any (found by walking the stack), and complex128 samples are draw
 reseeding. So this module owns the seeding: it seeds all three RNGs with :data:`SAMPLE_SEED`,
 generates the op's whole sample list in order with ``set_seed=False`` and indexes into it. The
 same (op, dtype, mode) then gives bitwise the same samples in every process (that runs with
-the same ``PYTHONHASHSEED``: see :mod:`distcheck.runner.hash_seed`).
+the same ``PYTHONHASHSEED``: see :mod:`distcheck.hash_seed`).
 
 The sample list of an (op, dtype) serves every check kind and sample index of it: a process
 keeps the last few lists, with the fingerprint of each sample as generated. Some ops change

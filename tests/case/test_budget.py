@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import distcheck.runner.budget as budget_module
-from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate
+import distcheck.case.budget as budget_module
+from distcheck.case.budget import SKIP, SPLIT, Budget, Estimate, estimate
 from distcheck.suites import BuiltCase, CaseId, CheckCall, get_suite
 
 CASE = CaseId("test", "matmul", "float64", "grad", 0)

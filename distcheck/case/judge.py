@@ -16,11 +16,11 @@ from typing import NamedTuple
 from distcheck import check
 from distcheck.errors import GradcheckError
 from distcheck.executors import Executor
+from distcheck.gpus import is_out_of_memory, out_of_memory
 from distcheck.records.case_record import ERROR, FAIL, PASS, XFAIL, XPASS
 from distcheck.records.tracebacks import traceback_of
 from distcheck.reduce.counts import BatchCounts
 from distcheck.reduce.failure_blocks import FailureBlocks
-from distcheck.runner.gpus import is_out_of_memory, out_of_memory
 from distcheck.suites.base import BuiltCase, CheckCall
 from distcheck.suites.checkers import Checker
 

@@ -12,6 +12,9 @@ import time
 import warnings
 from dataclasses import dataclass
 
+from distcheck.case import probe
+from distcheck.case.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
+from distcheck.case.judge import distcheck_checker, judged, raised
 from distcheck.engines import get_engine
 from distcheck.executors import Executor
 from distcheck.executors.serial import SerialExecutor
@@ -19,9 +22,6 @@ from distcheck.kinds import Verdict
 from distcheck.records.case_record import ERROR, SKIPPED, TIMEOUT, CaseRecord
 from distcheck.records.tracebacks import traceback_of
 from distcheck.reduce.counts import BatchCounts
-from distcheck.runner import probe
-from distcheck.runner.budget import SKIP, SPLIT, Budget, Estimate, estimate, has_slow_calls
-from distcheck.runner.judge import distcheck_checker, judged, raised
 from distcheck.storage.blocks import CaseBlocks, bounded, encoded, file_name
 from distcheck.suites.base import BuiltCase, CaseId, CaseInfo, Suite
 
@@ -59,7 +59,7 @@ class Outcome:
 @dataclass(frozen=True)
 class SplitRequest:
     """What running a case too long for one runner gave instead of a verdict: run it in Jacobian
-    chunks over the cluster (see :mod:`.split`), for ``reason``. Never a record."""
+    chunks over the cluster (see :mod:`distcheck.runner.split`), for ``reason``. Never a record."""
 
     reason: str
     seconds: float

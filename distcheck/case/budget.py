@@ -174,7 +174,7 @@ class Budget:
         """The budget of a case on ``device``: the device's default if it has one."""
         if not self.device_memory or device == "cpu":
             return self
-        from distcheck.runner.gpus import device_max_jacobian_mb
+        from distcheck.gpus import device_max_jacobian_mb
 
         max_mb = device_max_jacobian_mb(device)
         return self if max_mb is None else replace(self, max_bytes=max_mb * 2**20, device_memory=False)

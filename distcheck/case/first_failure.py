@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from distcheck.records.case_record import SKIPPED, XFAIL, CaseRecord, RecordBatch
-from distcheck.runner.batches import CaseList
 from distcheck.suites.base import CaseId, GroupInfo, check_of, group_of
+from distcheck.suites.case_list import CaseList
 
 
 def test_of(case: CaseId) -> tuple:

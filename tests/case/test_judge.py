@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from distcheck.case.judge import distcheck_checker, judge
 from distcheck.executors.serial import SerialExecutor
-from distcheck.runner.judge import distcheck_checker, judge
 from distcheck.suites import BuiltCase, CaseId, CheckCall, ExpectedError
 from distcheck.suites.checkers import torch_checker
 from tests.runner.fake_suite import FUNCTIONS, _crash
