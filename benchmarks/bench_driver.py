@@ -45,8 +45,9 @@ processes on the driver's 2 cores cost it.
     .venv/bin/python benchmarks/bench_driver.py --offline    # 2,000 and 20,000 cases, best of 5
 
 ``--messages`` measures what a runner's report costs the driver in Ray, with nothing else
-running: a streaming task on a Ray started apart yields runner reports (each of 1 and of 8
-groups of 32 cases, made as ``--offline`` makes them) as fast as it can, and this process reads
+running: a streaming task on a Ray started apart yields runner reports (each of 1, 8, 16 and 32
+groups of 32 cases, made as ``--offline`` makes them; Ray passes those over 100 KiB through its
+object store) as fast as it can, and this process reads
 them as the dispatch loop does (``ray.get`` of the generator's next item); CPU of this process
 per report, the best of ``--repeat`` rounds.
 
@@ -342,7 +343,7 @@ def message_runs(cluster: LoopbackCluster, repeat: int, reports: int = 400) -> N
             yield reports_of[k % len(reports_of)]
 
     print(f"{'groups a report':>16} {'cases':>6} {'bytes':>8} {'driver CPU us/report':>21} {'us/case':>8}")
-    for groups in (1, 8):
+    for groups in (1, 8, 16, 32):
         _, made = runner_reports(32 * 8 * groups)
         events = [pickle.loads(r) for r in made]
         per_report = [sum(events[k : k + groups], []) for k in range(0, len(events), groups)]

@@ -17,7 +17,7 @@ from distcheck.storage.durations import Durations
 from distcheck.suites.base import Selection, Suite, UsageError
 
 DEFAULT = "default"  # the default policy's name (see :mod:`.policy`)
-REPORT_EVERY = 1.0  # seconds of work a runner gathers before it reports (the run folder is flushed as often)
+REPORT_EVERY = 4.0  # seconds of work a runner gathers before it reports (the run folder is flushed as often)
 # options a resume takes from the run folder; where to run (serial, address) may change
 RECORDED = (
     "timeout",
