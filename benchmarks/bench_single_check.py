@@ -33,6 +33,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import distcheck  # noqa: E402
+from benchmarks.loopback import stat_fields  # noqa: E402
 from distcheck.check import plan_check  # noqa: E402
 from distcheck.executors.ray_executor import RayExecutor, ensure_ray  # noqa: E402
 from distcheck.executors.serial import SerialExecutor  # noqa: E402
@@ -99,8 +100,7 @@ def _cpu_ticks() -> tuple[int, int, int]:
     parents, ticks = {}, {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = stat_fields(f"/proc/{entry}/stat")
         except (OSError, IndexError):
             continue
         parents[int(entry)], ticks[int(entry)] = int(fields[1]), int(fields[11]) + int(fields[12])
