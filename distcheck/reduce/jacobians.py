@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -60,11 +61,17 @@ def backward(value: Value, units: Sequence[int]) -> RowsResult:
     """One output's analytical Jacobians (one per input), stacked from row chunks."""
     chunks: list[RowsResult] = [value(u) for u in units]
     blocks = [_joined(parts, axis=1) for parts in zip(*(c.blocks for c in chunks))]
+    return replace(attributes(chunks), blocks=blocks)
+
+
+def attributes(chunks: Sequence[RowsResult]) -> RowsResult:
+    """The sizes, dtypes and reentrancy of an output's row chunks, as of their joined rows
+    (without blocks): the first wrong size and dtype, the largest repeat difference."""
     # NaN propagates as in torch's max(): a NaN difference never fails reentrancy
     repeat = [float(np.max(d)) for d in zip(*(c.repeat_difference for c in chunks))]
     wrong_size = next((c.wrong_size for c in chunks if c.wrong_size), None)
     wrong_dtype = next((c.wrong_dtype for c in chunks if c.wrong_dtype), None)
-    return RowsResult(blocks, repeat, wrong_size, wrong_dtype)
+    return RowsResult([], repeat, wrong_size, wrong_dtype)
 
 
 def forward(value: Value, units: Sequence[int]) -> ColumnsResult:

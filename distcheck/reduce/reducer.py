@@ -27,7 +27,7 @@ from distcheck.plan.stages import (
 from distcheck.plan.units import Unit
 from distcheck.plan.units.batches import BatchRefused
 from distcheck.plan.vectorize import CLEAR
-from distcheck.reduce import blockwise, jacobians, messages
+from distcheck.reduce import blockwise, jacobians, messages, tiles
 from distcheck.reduce.counts import BatchCounts
 from distcheck.reduce.failure_blocks import FailureBlocks, attach
 
@@ -259,6 +259,20 @@ class _ClearPass(Reducer):
         clear = replace(o, rtol=CLEAR * o.rtol, atol=CLEAR * o.atol)
         super().__init__(replace(reducer.plan, stages=[stage]), reducer.results, clear, reducer.engine)
         self.fail = lambda message: _NotClear(Fallback.NEAR_TOLERANCE)
+
+    def jacobian_comparison(self, stage: JacobianComparison) -> None:
+        """A backward-mode comparison tile by tile where its chunks are (``tiles``), else as
+        the reducer makes it."""
+        o = self.options
+        if stage.mode == Mode.BACKWARD and not o.analytical_first:
+            if not blockwise.applies(self.plan, stage, self.results.blocks):
+                numerical = jacobians.window(self.value, stage.numerical_outputs)
+                close = tiles.backward_close(stage, numerical, self.value, self.check_attributes, o.rtol, o.atol)
+                if close is False:
+                    raise _NotClear(Fallback.NEAR_TOLERANCE)
+                if close:
+                    return
+        super().jacobian_comparison(stage)
 
     def check_attributes(self, rows) -> None:
         if rows.wrong_size or (rows.wrong_dtype and self.options.check_grad_dtypes):
