@@ -8,7 +8,8 @@ the CPU time of the check's first call of the function and, if that is not clear
 timed on a few items and the whole estimated: too little work stays element by element (a batch has a fixed
 cost, and so does deciding); otherwise one batch, spot check included, is timed against the
 loop over as many items and kept only if it is at most :data:`FASTER` of the loop's time (a
-workload of fewer than :data:`FEWEST_ITEMS` items is not worth timing). A
+workload of fewer than :data:`FEWEST_ITEMS` items is not worth timing). A workload of many
+batches also has a small batch timed, kept where it is cheaper an item than the largest. A
 batch holds at most ``most_items`` items and what the block budget allows (:class:`Held`), each
 item :data:`HELD_FACTOR` times the check's inputs and outputs while it runs (a perturbed copy of
 the inputs, the outputs on both sides and their difference, the function's intermediates:
@@ -49,6 +50,13 @@ from distcheck.plan.units.batches import BatchRefused
 FASTER = 0.9  # a batch is kept when it takes at most this fraction of the loop over its items
 HELD_FACTOR = 6  # what one item of a batch holds while it runs, in multiples of the check's inputs and outputs
 LOOP_ITEMS = 2  # items the loop is timed on
+# A workload of at least four batches also has a batch of this many items timed (the best of
+# SMALL_ROUNDS), kept where it takes less an item than the largest batch: a larger batch is not
+# always cheaper an item (an operation may change algorithm, or outgrow the caches, as the batch
+# grows). A small batch's first calls of a shape can take several times its later ones: what
+# the rounds leave of that counts against it, never for it.
+SMALL_BATCH = 16
+SMALL_ROUNDS = 3
 LOOPED_TRIAL_ITEMS = 16  # items of the trial of a batch that loops where an operation has no batching rule
 # A batch that loops is kept only at most this fraction of the loop over the same items: where it
 # loops over the costly operation it gains little, and when the check then fails its work is done
@@ -199,9 +207,11 @@ def _reads_elsewhere(engine: Engine, subject: Subject, unit: NumericalColumns) -
 def _measure(
     policy: Batching, engine: Engine, subject: Subject, unit: Any, batch: int, tolerance: tuple[float, float]
 ) -> Decision:
-    """Time the loop on :data:`LOOP_ITEMS` items, then (if the workload is worth it) one batch,
-    the workload's first. The engine's global RNG is left as it was (a function that draws
-    random numbers)."""
+    """Time the loop on :data:`LOOP_ITEMS` items, then (if the workload is worth it) the
+    largest batch, the workload's first; a workload of at least four of them has a batch of
+    :data:`SMALL_BATCH` items timed too (the best of :data:`SMALL_ROUNDS`), kept where it is
+    cheaper an item. The engine's global RNG is left as it was (a function that
+    draws random numbers)."""
     items = unit.stop - unit.start
     state = engine.rng_state()
     try:
@@ -212,18 +222,38 @@ def _measure(
         if per_item * items < policy.min_seconds:
             return Decision(reason=Fallback.SMALL)
         trial = replace(unit, stop=unit.start + batch, batch=batch, spot_tolerance=tolerance)
-        budget = FASTER * per_item * batch
-        timed = _timed(engine, subject, trial)
-        if not isinstance(timed, Exception) and timed.seconds > budget:  # a first call's one-off costs
-            again = _timed(engine, subject, trial)
-            timed = again if isinstance(again, Exception) or again.seconds < timed.seconds else timed
-        decision = _decided(engine, timed, batch, budget)
+        small = None
+        if items >= 4 * batch and batch >= 4 * SMALL_BATCH:  # a workload of several batches: a small one too
+            small_trial = replace(trial, stop=unit.start + SMALL_BATCH, batch=SMALL_BATCH)
+            small = _trial(engine, subject, small_trial, SMALL_ROUNDS)
+        if isinstance(small, Exception):  # what a batch raises, found on the fewest items
+            decision = _decided(engine, small, SMALL_BATCH, 0.0)
+        else:
+            timed = _trial(engine, subject, trial, 1)
+            if small is None and not isinstance(timed, Exception) and timed.seconds > FASTER * per_item * batch:
+                timed = _trial(engine, subject, trial, 1, timed)  # the workload's first batch: a first call's costs
+            size = batch
+            cheaper = small is not None and not isinstance(timed, Exception)
+            if cheaper and small.seconds * batch < timed.seconds * SMALL_BATCH:  # an item
+                size, timed = SMALL_BATCH, small
+            decision = _decided(engine, timed, size, FASTER * per_item * size)
         if decision.reason == Fallback.NO_BATCHING_RULE and isinstance(unit, NumericalColumns):
             decision = _looped(engine, subject, unit, trial) or decision
     finally:
         if state is not None:
             engine.set_rng_state(state)
     return decision
+
+
+def _trial(engine: Engine, subject: Subject, trial: Any, rounds: int, best: _Timed | None = None) -> _Timed | Exception:
+    """A trial batch's fastest time of ``rounds`` (and ``best``'s) with its result, or the
+    exception it raised."""
+    for _ in range(rounds):
+        timed = _timed(engine, subject, trial)
+        if isinstance(timed, Exception):
+            return timed
+        best = timed if best is None or timed.seconds < best.seconds else best
+    return best
 
 
 def _decided(engine: Engine, timed: _Timed | Exception, batch: int, budget: float) -> Decision:

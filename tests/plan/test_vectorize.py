@@ -423,6 +423,30 @@ def test_the_batch_timed_while_planning_is_the_plans_first_batch():
     assert batch_choice._recall(next(iter(batch_choice._remembered))).trial is None  # not kept per process
 
 
+def _busy(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _dearer_by_the_item(x):
+    """``2x``, each call 200 us of CPU, a batched call another 1 us times its items squared:
+    a batch of 16 costs a few us an item, one of 256 more than the loop."""
+    batched = torch._C._functorch.is_batchedtensor(x)
+    items = torch._C._functorch.get_unwrapped(x).numel() // x.numel() if batched else 0
+    _busy(2e-4 + items * items * 1e-6)
+    return x * 2
+
+
+def test_a_small_batch_cheaper_an_item_than_the_largest_is_kept():
+    """A workload of four batches or more has a small batch timed as well as the largest: where the
+    largest costs more an item than the loop, the small one is kept, not the loop."""
+    options = CheckOptions(vectorize=MEASURED)
+    _, plan = plan_check(_dearer_by_the_item, (_x(1100),), options, SerialExecutor())  # 5 batches of 256
+    (columns,) = [u for u in plan.units if isinstance(u, NumericalColumns) and u.batch]
+    assert columns.batch == batch_choice.SMALL_BATCH and columns.head is not None  # the small trial, kept
+
+
 @pytest.mark.parametrize("gradgrad", [False, True])
 def test_an_operation_without_a_batching_rule_loops_inside_a_batch_kept_as_torch(gradgrad, monkeypatch):
     """histc and quantile have no batching rule: a batch in which they alone loop over the items is
