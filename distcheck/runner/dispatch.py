@@ -6,6 +6,7 @@ silent past the timeout and replaces lost ones (:mod:`.pool`), and runs split ca
 from __future__ import annotations
 
 import gc
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from distcheck.suites.base import CaseInfo, GroupInfo, Suite
 
 POLL = 0.25  # seconds between looks at the runners: everything that arrived meanwhile is handled at once
 PROMPT_UP_TO = 8  # runners and coordinators whose every message is handled as it arrives (see Dispatch.receive)
+PROMPT_POLL = 1.0  # seconds a wait for one of those few may last once the queue has all the work (see Dispatch.poll)
 MESSAGES_AT_ONCE = 64  # of one runner's, read in a row (the others' wait that long)
 READY_GAP = 2.0  # seconds without a runner beginning after which the first dispatch waits no more
 _ENDED = object()  # a generator's task has ended
@@ -160,7 +162,7 @@ class Dispatch:
             time.sleep(0.05)
             return
         prompt = len(pending) <= PROMPT_UP_TO
-        ready, _ = ray.wait(pending, num_returns=1 if prompt else len(pending), timeout=POLL)
+        ready, _ = ray.wait(pending, num_returns=1 if prompt else len(pending), timeout=self.poll(prompt))
         received = bool(ready)
         for again in range(1 if prompt else MESSAGES_AT_ONCE):
             if again:  # what the runners sent meanwhile (a chunk: two)
@@ -174,6 +176,16 @@ class Dispatch:
                 break
         if received:  # what the messages made (records, kept to the end) leaves the collector's sight
             gc.freeze()
+
+    def poll(self, prompt: bool) -> float:
+        """How long a wait may last: :data:`POLL`; for a few runners once the queue has all the
+        work, up to :data:`PROMPT_POLL` (each wait costs the driver about a quarter of a
+        millisecond of CPU), a timeout enforced at most an eighth of it late. A message ends
+        the wait at once; a stop (``dispatcher.stop``, set by another thread: the command
+        line's signal watcher) is seen when it ends."""
+        if not prompt or not self.enumeration.over:
+            return POLL
+        return min(PROMPT_POLL, max(POLL, (self.config.timeout or math.inf) / 8))
 
     def read(self, generator: ray.ObjectRefGenerator) -> None:
         """The generator's next message, handled; or its end."""

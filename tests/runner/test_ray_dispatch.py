@@ -289,7 +289,8 @@ def test_few_runners_have_each_message_handled_as_it_arrives(ray_cluster, monkey
     result = run_suite(suite, Selection(checks=("grad",)), RunOptions(timeout=120, split_seconds=0.01))
     assert [r.verdict for r in result.records] == ["pass", "pass"] and result.records[0].tasks > 1
     assert asked and all(wanted == 1 and n <= dispatch.PROMPT_UP_TO for n, wanted, _ in asked)
-    assert {timeout for *_, timeout in asked} == {dispatch.POLL}  # a signal is handled within it
+    # a wait lasts POLL, or PROMPT_POLL once the queue has all the work (a signal is acted on in its own thread)
+    assert {timeout for *_, timeout in asked} <= {dispatch.POLL, dispatch.PROMPT_POLL}
 
     asked.clear()
     monkeypatch.setattr(dispatch, "PROMPT_UP_TO", 0)
