@@ -53,8 +53,8 @@ LOOP_ITEMS = 2  # items the loop is timed on
 # A workload of at least four batches also has a batch of this many items timed (the best of
 # SMALL_ROUNDS), kept where it takes less an item than the largest batch: a larger batch is not
 # always cheaper an item (an operation may change algorithm, or outgrow the caches, as the batch
-# grows). A small batch's first calls of a shape can take several times its later ones: what
-# the rounds leave of that counts against it, never for it.
+# grows). A first call of a shape can take several times the later ones: the small batch is timed
+# SMALL_ROUNDS times, and the largest again before the small one is kept.
 SMALL_BATCH = 16
 SMALL_ROUNDS = 3
 LOOPED_TRIAL_ITEMS = 16  # items of the trial of a batch that loops where an operation has no batching rule
@@ -233,9 +233,10 @@ def _measure(
             if small is None and not isinstance(timed, Exception) and timed.seconds > FASTER * per_item * batch:
                 timed = _trial(engine, subject, trial, 1, timed)  # the workload's first batch: a first call's costs
             size = batch
-            cheaper = small is not None and not isinstance(timed, Exception)
-            if cheaper and small.seconds * batch < timed.seconds * SMALL_BATCH:  # an item
-                size, timed = SMALL_BATCH, small
+            if small is not None and _cheaper(small, timed, batch):  # an item: the largest timed again first
+                timed = _trial(engine, subject, trial, 1, timed)  # (its first call of a shape pays one-off costs too)
+                if _cheaper(small, timed, batch):
+                    size, timed = SMALL_BATCH, small
             decision = _decided(engine, timed, size, FASTER * per_item * size)
         if decision.reason == Fallback.NO_BATCHING_RULE and isinstance(unit, NumericalColumns):
             decision = _looped(engine, subject, unit, trial) or decision
@@ -243,6 +244,11 @@ def _measure(
         if state is not None:
             engine.set_rng_state(state)
     return decision
+
+
+def _cheaper(small: _Timed, timed: _Timed | Exception, batch: int) -> bool:
+    """The small batch took less an item than ``timed``, a batch of ``batch`` items."""
+    return not isinstance(timed, Exception) and small.seconds * batch < timed.seconds * SMALL_BATCH
 
 
 def _trial(engine: Engine, subject: Subject, trial: Any, rounds: int, best: _Timed | None = None) -> _Timed | Exception:
