@@ -28,7 +28,6 @@ class StopOnSignal(Listener):
         self.signum: int | None = None
         self._previous: dict[int, object] = {}
         self._started: list[int] = []
-        self._lock = threading.Lock()
         self._wakeup: tuple[int, int] | None = None  # the pipe the watcher reads
         self._previous_wakeup = -1
 
@@ -71,14 +70,13 @@ class StopOnSignal(Listener):
             os.close(read)
 
     def _act(self, signum: int) -> None:
-        """The first signal stops the run; a second exits at once."""
-        with self._lock:
-            if self.signum is not None:
-                kill(self._started)
-                os._exit(128 + signum)
-            self._started = descendants(os.getpid())  # now, before Ray's shutdown orphans some of them
-            self.signum = signum
-            self.stop.set()
+        """The first signal stops the run; a second exits at once (only the watcher calls this)."""
+        if self.signum is not None:
+            kill(self._started)
+            os._exit(128 + signum)
+        self._started = descendants(os.getpid())  # now, before Ray's shutdown orphans some of them
+        self.signum = signum
+        self.stop.set()
         print(
             f"\ndistcheck: {self.name}: stopping (cancelling the running cases, writing the partial report); "
             "press Ctrl-C again to exit at once",

@@ -230,13 +230,13 @@ def _measure(
             decision = _decided(engine, small, SMALL_BATCH, 0.0)
         else:
             timed = _trial(engine, subject, trial, 1)
-            if small is None and not isinstance(timed, Exception) and timed.seconds > FASTER * per_item * batch:
-                timed = _trial(engine, subject, trial, 1, timed)  # the workload's first batch: a first call's costs
+            if not isinstance(timed, Exception):  # timed again where it loses (to the loop, or to a small
+                # batch an item): a first call of a shape pays one-off costs
+                if timed.seconds > FASTER * per_item * batch if small is None else _cheaper(small, timed, batch):
+                    timed = _trial(engine, subject, trial, 1, timed)
             size = batch
-            if small is not None and _cheaper(small, timed, batch):  # an item: the largest timed again first
-                timed = _trial(engine, subject, trial, 1, timed)  # (its first call of a shape pays one-off costs too)
-                if _cheaper(small, timed, batch):
-                    size, timed = SMALL_BATCH, small
+            if small is not None and _cheaper(small, timed, batch):
+                size, timed = SMALL_BATCH, small
             decision = _decided(engine, timed, size, FASTER * per_item * size)
         if decision.reason == Fallback.NO_BATCHING_RULE and isinstance(unit, NumericalColumns):
             decision = _looped(engine, subject, unit, trial) or decision

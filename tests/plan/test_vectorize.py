@@ -423,12 +423,6 @@ def test_the_batch_timed_while_planning_is_the_plans_first_batch():
     assert batch_choice._recall(next(iter(batch_choice._remembered))).trial is None  # not kept per process
 
 
-def _busy(seconds: float) -> None:
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
-
-
 def _dearer_by_the_item(x):
     """``2x``, each call 200 us of CPU, a batched call another 1 us times its items squared:
     a batch of 16 costs a few us an item, one of 256 more than the loop."""
