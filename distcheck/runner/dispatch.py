@@ -131,10 +131,9 @@ class Dispatch:
             ray.kill(self.queue)
 
     def await_runners(self) -> None:
-        """No item before the runners have begun (Ray starts a task several times faster on idle
-        cores than on cores busy with runners that work; one not begun does no work either way),
-        while they keep beginning: at most :data:`READY_GAP` seconds without a new one (a cluster
-        shared with other jobs may not start them all), at most the warm-up's timeout."""
+        """No item before the runners have begun (Ray starts a task faster on idle cores), while
+        they keep beginning: at most :data:`READY_GAP` seconds without a new one (a shared cluster
+        may not start them all), at most the warm-up's timeout."""
         start = last = time.monotonic()
         while not self.dispatcher.stop.is_set() and time.monotonic() - start < WARM_TIMEOUT:
             waiting = self.runners.unready()
@@ -179,10 +178,9 @@ class Dispatch:
 
     def poll(self, prompt: bool) -> float:
         """How long a wait may last: :data:`POLL`; for a few runners once the queue has all the
-        work, up to :data:`PROMPT_POLL` (each wait costs the driver about a quarter of a
-        millisecond of CPU), a timeout enforced at most an eighth of it late. A message ends
-        the wait at once; a stop (``dispatcher.stop``, set by another thread: the command
-        line's signal watcher) is seen when it ends."""
+        work, up to :data:`PROMPT_POLL` (a wait costs the driver CPU), a timeout enforced at most an
+        eighth of it late. A message ends the wait at once; a stop (``dispatcher.stop``, set by
+        the signal watcher's thread) is seen when it ends."""
         if not prompt or not self.enumeration.over:
             return POLL
         return min(PROMPT_POLL, max(POLL, (self.config.timeout or math.inf) / 8))
@@ -253,16 +251,14 @@ class Dispatch:
         runner.item = None
 
     def on_finished(self, generator, message: messages.Finished) -> None:
-        """The batch goes on as it came (no object per case); a case that crashed a worker
-        before is settled apart (:meth:`~.deaths.Deaths.settle`)."""
+        """The batch goes on as it came; a case that crashed a worker before is settled apart."""
         runner = self.runners[generator]
         for index, _ in message.splits:
             self.splits.add(runner.cases[index])
         if message.splits:
             self.start_splits()
         self.config.store(message.blocks)
-        batch, settled = message.records, []
-        deaths = self.runners.deaths
+        batch, settled, deaths = message.records, [], self.runners.deaths
         if batch and deaths.crashes:
             crashed = [j for j, key in enumerate(batch.keys) if key in deaths.crashes]
             if crashed:

@@ -19,18 +19,8 @@ from distcheck.suites.base import Selection, Suite, UsageError
 DEFAULT = "default"  # the default policy's name (see :mod:`.policy`)
 REPORT_EVERY = 4.0  # seconds of work a runner gathers before it reports (the run folder is flushed as often)
 # options a resume takes from the run folder; where to run (serial, address) may change
-RECORDED = (
-    "timeout",
-    "max_jacobian_mb",
-    "max_cases",
-    "split_seconds",
-    "split_max_mb",
-    "policy",
-    "batch_size",
-    "reruns",
-    "gpus_per_runner",
-    "vectorize",
-)
+RECORDED = ("timeout", "max_jacobian_mb", "max_cases", "split_seconds", "split_max_mb", "policy", "batch_size")
+RECORDED += ("reruns", "gpus_per_runner", "vectorize")
 
 
 @dataclass(frozen=True)
