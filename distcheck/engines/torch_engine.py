@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from distcheck.engines import torch_batch, torch_perturb, torch_tensors
+from distcheck.engines import torch_batch, torch_grad, torch_perturb, torch_tensors
 from distcheck.engines.base import Engine, TensorInfo
 from distcheck.engines.torch_tensors import is_float_or_complex, numpy_dtype, to_numpy, torch_dtype
 from distcheck.errors import GradcheckError
@@ -116,12 +116,11 @@ class TorchEngine(Engine):
         return _Threads(n)
 
     def warm_up(self) -> None:
-        """torch's first ``autograd.grad`` with grad-outputs imports ``torch.fx``'s symbolic
-        shapes and sympy, once per process: made here, that cost stays out of a check's timing
-        (the planner cuts a check into tasks by it)."""
+        """A first pullback through autograd's engine, made here: its one-off costs stay out of a
+        check's timing (the planner cuts a check into tasks by it)."""
         x = torch.ones(2, dtype=torch.float64, requires_grad=True)
         with torch.enable_grad():
-            torch.autograd.grad(x * 2, x, torch.ones(2, dtype=torch.float64))
+            torch_grad.grad([x * 2], [x], [torch.ones(2, dtype=torch.float64)])
 
     def perturbed_evaluator(self, func: Callable, inputs: tuple, position: int, outputs: Sequence[bool]):
         return torch_perturb.perturbed_evaluator(func, inputs, position, outputs)
@@ -180,10 +179,7 @@ class TorchEngine(Engine):
                     torch.zeros_like(o, memory_format=torch.legacy_contiguous_format) if c is None else c
                     for o, c in zip(differentiated, given)
                 ]
-            grads = torch.autograd.grad(
-                differentiated, wrt, given, retain_graph=True, create_graph=create_graph, allow_unused=True
-            )
-            return list(grads)
+            return list(torch_grad.grad(differentiated, wrt, given, create_graph))
 
         return pullback
 

@@ -21,20 +21,22 @@ def test_a_slow_first_call_is_timed_again():
     assert best_time(call) < 0.1 and len(calls) == 3
 
 
-def test_warm_up_takes_torchs_first_grad_cost():
-    """After the warm-up a worker (and the driver) runs, the first ``torch.autograd.grad`` with
-    grad-outputs imports nothing more (measured by the modules it adds, not by time)."""
+def test_warm_up_takes_a_first_pullbacks_cost():
+    """After the warm-up a worker (and the driver) runs, a check's first pullback imports nothing
+    more (measured by the modules it adds, not by time)."""
     code = (
         "import sys, torch\n"
+        "from distcheck.engines import get_engine\n"
         "from distcheck.executors.ray_executor import warm_libraries\n"
         "warm_libraries()\n"
         "before = set(sys.modules)\n"
         "x = torch.ones(3, dtype=torch.float64, requires_grad=True)\n"
-        "torch.autograd.grad((x * x).sum(), x, torch.ones((), dtype=torch.float64))\n"
-        "print(len(set(sys.modules) - before))\n"
+        "out = x * x\n"
+        "get_engine('torch').pullback(None, (x,), (out,), [0], [0])([torch.ones(3, dtype=torch.float64)])\n"
+        "print(sorted(set(sys.modules) - before))\n"
     )
     added = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert added.strip() == "0"
+    assert added.strip() == "[]"
 
 
 def test_a_first_timing_taken_before_counts_as_the_first_round():
