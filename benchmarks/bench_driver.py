@@ -15,7 +15,17 @@ case (and per second) with the start-up and the end left out, and its slope over
     .venv/bin/python benchmarks/bench_driver.py --sizes 15,120 -- --mode slow
 
 Arguments after ``--`` go to ``distcheck run`` as they are (e.g. ``--mode slow``, ``--ops``).
-Stops the Ray it started, also on Ctrl-C and errors.
+Stops the Ray it started, also on Ctrl-C and errors. ``--code DIR`` runs the driver of another
+checkout (its ``distcheck``, with this script and this Python), to measure two trees alike.
+
+``--widths`` runs every size on Ray nodes of each number of runners (one node, ``ray start`` per
+width): the same cases take about twice the wall time on one runner as on two, so the CPU between
+the first record and the report is fitted as fixed + per second × wall + per case × cases (the
+process's and the main thread's): the per-case coefficient is the real suite's marginal driver
+CPU per case at equal wall time, Ray's own driver threads (a cost per second) apart.
+
+    .venv/bin/python benchmarks/bench_driver.py --widths 1,2 --sizes 150,400
+    .venv/bin/python benchmarks/bench_driver.py --widths 1,2 --sizes 150,400 --code ../old-tree
 
 On a cluster as small as this machine's, the driver's CPU also grows with the *wall time* (Ray's
 driver threads, the dispatch loop's looks, a report per runner per second), and the wall time
@@ -96,22 +106,22 @@ def first_ops(suite: str, count: int) -> list[str]:
 
 
 def run_driver(
-    address: str, ops: list[str], suite: str, checks: str, extra: list[str]
-) -> tuple[int, float, float, int, tuple[float, float]]:
+    address: str, ops: list[str], suite: str, checks: str, extra: list[str], code: str = REPO
+) -> tuple[int, float, float, int, tuple[float, float, float]]:
     """``(cases, CPU seconds, wall seconds, cases recorded after the first, CPU seconds between
-    the first record and the run folder's report: the process's and its main thread's)`` of one
-    ``distcheck run`` child process (read from ``/proc``): the start-up (imports, joining Ray,
-    the runners' start) and the end (reports, leaving Ray) left out of the last figures; the
-    main thread is the dispatch loop, the others mostly Ray's own."""
+    the first record and the run folder's report: the process's and its main thread's, and the
+    wall seconds between the two)`` of one ``distcheck run`` child process (read from
+    ``/proc``), the distcheck of the checkout ``code``: the start-up (imports, joining Ray, the
+    runners' start) and the end (reports, leaving Ray) left out of the last figures; the main
+    thread is the dispatch loop, the others mostly Ray's own."""
     with tempfile.TemporaryDirectory() as folder:
         report, run = os.path.join(folder, "report.json"), os.path.join(folder, "run")
         command = [sys.executable, "-m", "distcheck", "run", "--address", address, "--suite", suite]
         command += ["--checks", checks, "--ops", ",".join(ops), "--json", report, "--out", run]
         command += extra
         before, begin = children_cpu(), time.perf_counter()
-        child = subprocess.Popen(
-            command, cwd=REPO, env={**os.environ, **AUTH}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        env = {**os.environ, **AUTH, "PYTHONPATH": code}
+        child = subprocess.Popen(command, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         watched = watch_records(child, run)
         _, stderr = child.communicate()
         cpu, wall = children_cpu() - before, time.perf_counter() - begin
@@ -123,19 +133,19 @@ def run_driver(
     if watched is None:  # never a silent zero: the figure was not read
         raise RuntimeError(f"the run of {len(ops)} ops ended before its first record and its report were both seen")
     recorded, first, last = watched
-    return cases, cpu, wall, cases - recorded, (last[0] - first[0], last[1] - first[1])
+    return cases, cpu, wall, cases - recorded, (last[0] - first[0], last[1] - first[1], last[2] - first[2])
 
 
 def watch_records(child: subprocess.Popen, run: str) -> tuple[int, tuple, tuple] | None:
     """``(records, CPU, CPU)`` of ``child`` (each ``(the process's, its main thread's)``
-    seconds): when its run folder ``run`` first holds a record, and when its report is written
-    (all records are in); None if it ends before either. Polled every 50 ms (the CPU figures are
-    in clock ticks, 10 ms)."""
+    seconds, and ``time.monotonic()``): when its run folder ``run`` first holds a record, and
+    when its report is written (all records are in); None if it ends before either. Polled
+    every 50 ms (the CPU figures are in clock ticks, 10 ms)."""
     first = None
 
-    def cpu() -> tuple[float, float]:
+    def cpu() -> tuple[float, float, float]:
         process, main = f"/proc/{child.pid}/stat", f"/proc/{child.pid}/task/{child.pid}/stat"
-        return cpu_seconds(stat_fields(process)), cpu_seconds(stat_fields(main))
+        return cpu_seconds(stat_fields(process)), cpu_seconds(stat_fields(main)), time.monotonic()
 
     while child.poll() is None:
         try:
@@ -164,13 +174,13 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
-def parse_sizes(p: argparse.ArgumentParser, text: str) -> list[int]:
+def parse_sizes(p: argparse.ArgumentParser, text: str, option: str = "--sizes") -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",")]
         if len(sizes) < 2 or min(sizes) < 1:
             raise ValueError
     except ValueError:
-        p.error("--sizes: two or more positive integers, comma-separated")
+        p.error(f"{option}: two or more positive integers, comma-separated")
     return sizes
 
 
@@ -410,7 +420,7 @@ def _design(runs: list[tuple[int, float, float]]):
 
     design = np.array([[1.0, wall, cases] for cases, wall, _ in runs])
     if len(runs) < 3 or np.linalg.matrix_rank(design) < 3:
-        raise ValueError("the fit needs runs of at least two sizes and two wall times (--sizes, --walls)")
+        raise ValueError("the fit needs runs of at least two sizes and two wall times (--sizes; --walls or --widths)")
     return design, np.array([cpu for *_, cpu in runs])
 
 
@@ -475,7 +485,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", action="store_true", help="the per-case part alone, on a replay of equal wall time")
     p.add_argument("--nodes", type=int, default=4, help="--replay: Ray nodes (default: %(default)s)")
     p.add_argument("--walls", default="10,25", help="--replay: seconds the runs take, each size each (%(default)s)")
-    p.add_argument("--repeat", type=int, help="runs: --replay of each size and wall (2); --offline (5); --messages (3)")
+    p.add_argument("--widths", help="runners a run (its Ray node's CPUs), each size each: the CPU a case fitted apart")
+    p.add_argument("--code", help="the checkout whose distcheck runs the driver (default: this one)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        help="runs: of each size and width (1); --replay, each size and wall (2); --offline (5); --messages (3)",
+    )
     p.add_argument("--offline", action="store_true", help="the driver's code alone, on runner reports made here")
     p.add_argument("--messages", action="store_true", help="a runner report's cost to the driver in Ray, alone")
     args = p.parse_args(ours)
@@ -487,27 +503,59 @@ def main(argv: list[str] | None = None) -> int:
         return messages_main(args)
     if args.replay:
         return replay_main(args, p)
-    args.cpus = args.cpus or os.cpu_count()
     sizes = parse_sizes(p, args.sizes or "15,120")
-    run = functools.partial(driver_runs, sizes=sizes, suite=args.suite, checks=args.checks, extra=extra)
-    return on_cluster(LoopbackCluster(nodes=1, cpus=args.cpus), run)
+    widths = [args.cpus or os.cpu_count()]
+    if args.widths:
+        widths = parse_sizes(p, args.widths, "--widths")
+        if args.cpus:
+            p.error("--widths gives the runners of each run's Ray node: --cpus too is one too many")
+    code = os.path.abspath(args.code or REPO)
+    if not os.path.isfile(os.path.join(code, "distcheck", "__main__.py")):
+        p.error(f"--code {args.code}: not a distcheck checkout (no distcheck/__main__.py there)")
+    runs: list[tuple[int, float, float, float]] = []
+    for _ in range(args.repeat or 1):
+        for width in widths:
+            body = functools.partial(driver_runs, sizes=sizes, suite=args.suite, checks=args.checks, extra=extra)
+            status = on_cluster(LoopbackCluster(nodes=1, cpus=width), functools.partial(body, code=code, runs=runs))
+            if status:
+                return status
+    if len(widths) > 1:
+        print_fit_apart(runs)
+    return 0
 
 
-def driver_runs(cluster: LoopbackCluster, sizes: list[int], suite: str, checks: str, extra: list[str]) -> None:
+def driver_runs(
+    cluster: LoopbackCluster,
+    sizes: list[int],
+    suite: str,
+    checks: str,
+    extra: list[str],
+    code: str = REPO,
+    runs: list | None = None,
+) -> None:
+    """Each size's run on ``cluster``, a line each, and the fits over them; each run's
+    ``(cases after the first record, wall s, CPU s, main thread's CPU s)`` between its first
+    record and its report is appended to ``runs``."""
     points, after, main_thread = [], [], []
     ops = first_ops(suite, max(sizes))
+    print(f"{cluster.workers} runner(s), distcheck of {code}")
     print(
         f"{'ops':>12} {'cases':>7} {'driver CPU s':>13} {'wall s':>8} {'CPU ms/case':>12}"
-        f" {'1st record→report, ms/case: all':>32} {'main thread':>12}"
+        f" {'1st record→report, ms/case: all':>32} {'main thread':>12} {'its wall s':>11}"
     )
     for size in sizes:
-        cases, cpu, wall, later, (later_cpu, later_main) = run_driver(cluster.address, ops[:size], suite, checks, extra)
+        measured = run_driver(cluster.address, ops[:size], suite, checks, extra, code)
+        cases, cpu, wall, later, (later_cpu, later_main, later_wall) = measured
         points.append((cases, cpu))
         after.append((later, later_cpu))
         main_thread.append((later, later_main))
+        if runs is not None:
+            runs.append((later, later_wall, later_cpu, later_main))
         print(
             f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}"
             f" {1000 * later_cpu / max(later, 1):>32.4f} {1000 * later_main / max(later, 1):>12.4f}"
+            f" {later_wall:>11.1f}",
+            flush=True,
         )
     intercept, slope = fit(points)
     print(f"fixed start-up CPU (imports, joining Ray): {intercept:.2f} s")
@@ -518,6 +566,21 @@ def driver_runs(cluster: LoopbackCluster, sizes: list[int], suite: str, checks: 
         f"the same between the first record and the report (start-up and end left out): {1000 * slope_after:.4f} ms"
         f" (the main thread {1000 * slope_main:.4f} ms)"
     )
+
+
+def print_fit_apart(runs: list[tuple[int, float, float, float]]) -> None:
+    """The CPU between the first record and the report, over runs of several sizes on several
+    widths (a width's runs take the wall time its runners need): fixed + per second × wall +
+    per case × cases, the process's and the main thread's."""
+    for name, column in (("the driver", 2), ("its main thread", 3)):
+        points = [(run[0], run[1], run[column]) for run in runs]
+        fixed, per_second, per_case = fit_cases_and_wall(points)
+        error = per_case_error(points)
+        spread = "" if error is None else f" ± {1000 * error:.4f} (one standard error, {len(runs)} runs)"
+        print(
+            f"fit apart, {name}: {fixed:.2f} s + {1000 * per_second:.2f} ms a second"
+            f" + {1000 * per_case:.4f} ms a case{spread} (target <= 0.02 ms a case)"
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ workers of a new local Ray (`--workers`, default 2), as subprocesses, each round
 
     .venv/bin/python benchmarks/bench_split.py                          # this checkout, 2 rounds
     .venv/bin/python benchmarks/bench_split.py --code /tmp/old --code . # two code trees, alternating
+    .venv/bin/python benchmarks/bench_split.py -- --no-vectorize         # arguments for distcheck run
     .venv/bin/python benchmarks/bench_split.py --whole-suite --repeat 1 --report slowgrad.json
                                                 # the slow grad suite on Ray: every process's memory
     .venv/bin/python benchmarks/bench_split.py --whole-suite --repeat 1 --no-probe
@@ -287,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         help="with --whole-suite: no memory probe (the suite's wall and CPU as a run has them: the probe's cost)",
     )
     parser.add_argument("--report", metavar="FILE", help="keep the (last) split run's JSON report as FILE")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # for every distcheck run, as they are
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.no_probe and not args.whole_suite:
         parser.error("--no-probe goes with --whole-suite (one case's run has no probe)")
     codes = [os.path.abspath(c) for c in args.code or [ROOT]]
@@ -296,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         args.no_serial = True
     else:
         base += ["--ops", args.op, "--dtypes", "float64,complex128", "-k", args.key]
+    base += extra
     with open("/proc/loadavg") as f:
         print(f"load average at the start: {f.read().split()[:3]}, {os.cpu_count()} cores")
     for round_ in range(args.repeat):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmarks.bench_driver import fit, fit_cases_and_wall, per_case_error, watch_records
+from benchmarks.bench_driver import fit, fit_cases_and_wall, main, per_case_error, print_fit_apart, watch_records
 from benchmarks.bench_scale import busy_profile
 from benchmarks.loopback import processes_of
 from distcheck.records import case_record as records_module
@@ -73,6 +73,32 @@ def test_the_replay_fit_separates_cases_from_wall_time():
     assert per_case_error(again) == pytest.approx(0.0, abs=1e-12)
     noisy = [(cases, wall, cpu + (0.05 if k < 4 else -0.05)) for k, (cases, wall, cpu) in enumerate(again)]
     assert per_case_error(noisy) > 1e-7
+
+
+def test_the_real_suite_fit_over_widths_separates_cases_from_wall_time(capsys):
+    """``--widths``: runs of two sizes on two widths (one runner takes twice the wall time of
+    two): the driver's and its main thread's CPU a case, each apart from its CPU a second."""
+    process = lambda cases, wall: 0.2 + 0.002 * wall + 1e-5 * cases  # noqa: E731
+    thread = lambda cases, wall: 0.1 + 0.0005 * wall + 6e-6 * cases  # noqa: E731
+    sizes = [(6000, 25.0), (27000, 100.0), (6000, 50.0), (27000, 200.0)]
+    print_fit_apart([(cases, wall, process(cases, wall), thread(cases, wall)) for cases, wall in sizes])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("fit apart, the driver: 0.20 s + 2.00 ms a second + 0.0100 ms a case")
+    assert lines[1].startswith("fit apart, its main thread: 0.10 s + 0.50 ms a second + 0.0060 ms a case")
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["--widths", "2"], "--widths: two or more positive integers"),
+        (["--widths", "1,2", "--cpus", "2"], "--cpus too is one too many"),
+        (["--code", "/"], "not a distcheck checkout"),
+    ],
+)
+def test_bench_driver_refuses_bad_arguments_before_starting_ray(argv, error, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and error in capsys.readouterr().err
 
 
 def record(seconds: float, tasks: int = 1, estimate: dict | None = None) -> CaseRecord:
