@@ -120,7 +120,8 @@ def run_driver(
         command += ["--checks", checks, "--ops", ",".join(ops), "--json", report, "--out", run]
         command += extra
         before, begin = children_cpu(), time.perf_counter()
-        env = {**os.environ, **AUTH, "PYTHONPATH": code}
+        path = os.pathsep.join(filter(None, [code, os.environ.get("PYTHONPATH")]))  # ``code`` first
+        env = {**os.environ, **AUTH, "PYTHONPATH": path}
         child = subprocess.Popen(command, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         watched = watch_records(child, run)
         _, stderr = child.communicate()
