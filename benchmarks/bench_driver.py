@@ -79,7 +79,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.loopback import AUTH, REPO, LoopbackCluster, cpu_seconds, stat_fields  # noqa: E402
+from benchmarks.loopback import AUTH, REPO, LoopbackCluster, cpu_seconds, split_arguments, stat_fields  # noqa: E402
 from distcheck.storage.run_folder import RECORDS, REPORT  # noqa: E402
 
 
@@ -475,9 +475,7 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    ours = argv[: argv.index("--")] if "--" in argv else argv
+    ours, extra = split_arguments(argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", help="ops per run: the suite's first N (default: 15,120); --replay: cases (1000,20000)")
     p.add_argument("--suite", default="torch-opinfo")
@@ -514,11 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(os.path.join(code, "distcheck", "__main__.py")):
         p.error(f"--code {args.code}: not a distcheck checkout (no distcheck/__main__.py there)")
     runs: list[tuple[int, float, float, float]] = []
+    body = functools.partial(
+        driver_runs, sizes=sizes, suite=args.suite, checks=args.checks, extra=extra, code=code, runs=runs
+    )
     for _ in range(args.repeat or 1):
         for width in widths:
-            body = functools.partial(driver_runs, sizes=sizes, suite=args.suite, checks=args.checks, extra=extra)
-            status = on_cluster(LoopbackCluster(nodes=1, cpus=width), functools.partial(body, code=code, runs=runs))
-            if status:
+            if status := on_cluster(LoopbackCluster(nodes=1, cpus=width), body):
                 return status
     if len(widths) > 1:
         print_fit_apart(runs)
@@ -531,8 +530,8 @@ def driver_runs(
     suite: str,
     checks: str,
     extra: list[str],
-    code: str = REPO,
-    runs: list | None = None,
+    code: str,
+    runs: list,
 ) -> None:
     """Each size's run on ``cluster``, a line each, and the fits over them; each run's
     ``(cases after the first record, wall s, CPU s, main thread's CPU s)`` between its first
@@ -550,8 +549,7 @@ def driver_runs(
         points.append((cases, cpu))
         after.append((later, later_cpu))
         main_thread.append((later, later_main))
-        if runs is not None:
-            runs.append((later, later_wall, later_cpu, later_main))
+        runs.append((later, later_wall, later_cpu, later_main))
         print(
             f"{size:>12} {cases:>7} {cpu:>13.2f} {wall:>8.1f} {1000 * cpu / cases:>12.3f}"
             f" {1000 * later_cpu / max(later, 1):>32.4f} {1000 * later_main / max(later, 1):>12.4f}"

@@ -60,7 +60,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks import memory_probe  # noqa: E402
-from benchmarks.loopback import cpu_seconds, proc_entries  # noqa: E402
+from benchmarks.loopback import cpu_seconds, proc_entries, split_arguments  # noqa: E402
 from distcheck.hash_seed import ENV as HASH_SEED_ENV  # noqa: E402
 
 KINDS = (  # (what a process's command line contains, its kind), the first match wins; old code's names too
@@ -288,9 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         help="with --whole-suite: no memory probe (the suite's wall and CPU as a run has them: the probe's cost)",
     )
     parser.add_argument("--report", metavar="FILE", help="keep the (last) split run's JSON report as FILE")
-    argv = sys.argv[1:] if argv is None else argv
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # for every distcheck run, as they are
-    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    ours, extra = split_arguments(argv)  # extra: for every distcheck run, as they are
+    args = parser.parse_args(ours)
     if args.no_probe and not args.whole_suite:
         parser.error("--no-probe goes with --whole-suite (one case's run has no probe)")
     codes = [os.path.abspath(c) for c in args.code or [ROOT]]

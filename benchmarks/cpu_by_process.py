@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.loopback import cpu_seconds, proc_entries  # noqa: E402
+from benchmarks.loopback import cpu_seconds, proc_entries, split_arguments  # noqa: E402
 
 # (what a process's command line contains, the kind it is counted as), the first match wins
 KINDS = (
@@ -141,8 +141,7 @@ def measure(command: list[str], every: float) -> tuple[float, collections.Counte
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ours, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    ours, command = split_arguments(argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=float, default=0.5, help="seconds between samples (%(default)s)")
     args = p.parse_args(ours)

@@ -41,6 +41,15 @@ def ray_command() -> str:
     return beside if os.path.exists(beside) else "ray"
 
 
+def split_arguments(argv: list[str] | None) -> tuple[list[str], list[str]]:
+    """A benchmark's own arguments and those after ``--`` (for the command it runs, as they are);
+    ``argv`` None: this process's."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        return argv, []
+    return argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+
+
 TICK = os.sysconf("SC_CLK_TCK")  # /proc's CPU figures are in clock ticks
 
 

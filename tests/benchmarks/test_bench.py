@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.bench_driver import fit, fit_cases_and_wall, main, per_case_error, print_fit_apart, watch_records
 from benchmarks.bench_scale import busy_profile
-from benchmarks.loopback import processes_of
+from benchmarks.loopback import processes_of, split_arguments
 from distcheck.records import case_record as records_module
 from distcheck.records.case_record import CaseRecord
 from distcheck.suites.base import CaseId
@@ -119,6 +119,14 @@ def test_busy_profile_spreads_a_split_case_over_the_workers():
     arrivals = [(2.0, record(2.0, tasks=9, estimate={"seconds": 80.0}))]  # a busy machine's estimate
     busy, starved, tail = busy_profile(arrivals, 0.0, 2.0, 4, {"s::op::float64::sample0::grad": 8.0})
     assert (busy, starved, tail) == pytest.approx((8.0, 0.0, 0.0))
+
+
+def test_a_benchmarks_arguments_end_at_the_first_double_dash():
+    assert split_arguments(["--sizes", "3,6"]) == (["--sizes", "3,6"], [])
+    assert split_arguments(["--repeat", "2", "--", "--mode", "slow", "--"]) == (
+        ["--repeat", "2"],
+        ["--mode", "slow", "--"],
+    )
 
 
 def test_processes_of_a_group_include_descendants():
